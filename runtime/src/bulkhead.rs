@@ -1,0 +1,497 @@
+//! A bulkhead: a limit on how many attempts run at once, with a bounded FIFO queue.
+//!
+//! Isolation is the point: a slow upstream can tie up at most `concurrency` attempts,
+//! and at most `queue` more callers wait behind them. Everyone beyond that is turned
+//! away at once with [`BulkheadRejection::QueueFull`] instead of piling up, so load
+//! is shed before it turns into memory and latency. Waiters are served first come,
+//! first served, and a waiter that gives up (its future is dropped, for example by
+//! the caller's deadline) leaves the queue at once, in constant time, and frees its
+//! place for the next caller.
+//!
+//! # When to use
+//! One bulkhead per partition (by default one per client, that is per upstream host),
+//! optionally a second, global one. Take a permit right before an attempt and drop it
+//! as soon as the attempt ends; a backoff between attempts holds no permit. There is
+//! no deadline inside [`Bulkhead::acquire`]: wrap it with the call's own deadline, and
+//! dropping the future is leaving the queue.
+//!
+//! # Defaults
+//! [`BulkheadConfig::DEFAULT`]: 64 attempts at once and 256 waiters. A queue of `0`
+//! means no waiting at all; a concurrency of `0` is treated as `1`.
+//!
+//! # Example
+//! ```
+//! use resilient_api::bulkhead::{Bulkhead, BulkheadConfig, BulkheadRejection};
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+//! let bulkhead = Bulkhead::new(BulkheadConfig::new(1, 0));
+//!
+//! let permit = bulkhead.acquire().await?;        // the one slot
+//! assert_eq!(bulkhead.in_use(), 1);
+//! assert_eq!(bulkhead.acquire().await.unwrap_err(), BulkheadRejection::QueueFull);
+//!
+//! drop(permit);                                  // released on drop
+//! assert_eq!(bulkhead.in_use(), 0);
+//! # Ok::<(), BulkheadRejection>(())
+//! # }).unwrap();
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// How many attempts may run at once, and how many callers may wait for a slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BulkheadConfig {
+    /// Attempts that may hold a permit at the same time. `0` is treated as `1`.
+    pub concurrency: u32,
+    /// Callers that may wait for a permit, in FIFO order. `0`: no waiting at all.
+    pub queue: u32,
+}
+
+impl BulkheadConfig {
+    /// 64 attempts at once, 256 waiters.
+    pub const DEFAULT: BulkheadConfig = BulkheadConfig::new(64, 256);
+
+    /// A configuration with `concurrency` slots and room for `queue` waiters.
+    ///
+    /// ```
+    /// use resilient_api::bulkhead::BulkheadConfig;
+    /// const SMALL: BulkheadConfig = BulkheadConfig::new(4, 16);
+    /// assert_eq!(SMALL.queue, 16);
+    /// ```
+    pub const fn new(concurrency: u32, queue: u32) -> Self {
+        BulkheadConfig { concurrency, queue }
+    }
+}
+
+impl Default for BulkheadConfig {
+    /// [`BulkheadConfig::DEFAULT`].
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// Why [`Bulkhead::acquire`] turned a caller away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BulkheadRejection {
+    /// Every slot was taken and the queue was full: rejected at once, without waiting.
+    QueueFull,
+}
+
+impl fmt::Display for BulkheadRejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BulkheadRejection::QueueFull => f.write_str("bulkhead queue full"),
+        }
+    }
+}
+
+impl std::error::Error for BulkheadRejection {}
+
+/// A concurrency limit with a bounded FIFO queue.
+///
+/// `Send + Sync`; share it with an `Arc`.
+pub struct Bulkhead {
+    /// FIFO; a dropped `acquire_owned` future unlinks itself in O(1) and hands back
+    /// any permit it was granted but never saw.
+    slots: Arc<Semaphore>,
+    /// Callers currently waiting in `slots`' queue (never more than `config.queue`).
+    queued: AtomicU32,
+    /// Effective configuration (concurrency already clamped).
+    config: BulkheadConfig,
+}
+
+impl Bulkhead {
+    /// A bulkhead with all slots free and an empty queue.
+    ///
+    /// A `concurrency` of `0` is clamped to `1` (configurations are validated at
+    /// compile time; this only keeps a hand-written `0` from deadlocking every call),
+    /// and to tokio's `Semaphore::MAX_PERMITS` on platforms where that is smaller
+    /// than `u32::MAX`. [`Bulkhead::config`] reports the clamped value.
+    pub fn new(config: BulkheadConfig) -> Self {
+        let max = u32::try_from(Semaphore::MAX_PERMITS).unwrap_or(u32::MAX);
+        let concurrency = config.concurrency.clamp(1, max);
+        Bulkhead {
+            slots: Arc::new(Semaphore::new(concurrency as usize)),
+            queued: AtomicU32::new(0),
+            config: BulkheadConfig {
+                concurrency,
+                queue: config.queue,
+            },
+        }
+    }
+
+    /// Takes a permit: at once if a slot is free; otherwise joins the FIFO queue if it
+    /// has room; otherwise fails at once with [`BulkheadRejection::QueueFull`].
+    ///
+    /// Cancel-safe: dropping the future while it waits leaves the queue at once, in
+    /// O(1), and frees its queue place; a permit granted to it in the meantime goes to
+    /// the next waiter. There is no deadline inside: wrap the future with your own.
+    ///
+    /// ```
+    /// use resilient_api::bulkhead::{Bulkhead, BulkheadConfig};
+    /// use std::time::Duration;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true)
+    /// #     .build().unwrap().block_on(async {
+    /// let bulkhead = Bulkhead::new(BulkheadConfig::new(1, 8));
+    /// let held = bulkhead.acquire().await.unwrap();
+    /// // Waiting is bounded by the caller's deadline; timing out leaves the queue.
+    /// let waited = tokio::time::timeout(Duration::from_millis(50), bulkhead.acquire()).await;
+    /// assert!(waited.is_err());
+    /// assert_eq!(bulkhead.queued(), 0);
+    /// # drop(held); });
+    /// ```
+    pub async fn acquire(&self) -> Result<BulkheadPermit, BulkheadRejection> {
+        if let Some(permit) = self.try_now() {
+            return Ok(permit);
+        }
+        let Some(place) = self.reserve_queue_place() else {
+            // A slot may have been freed since the first look; never reject then.
+            return self.try_now().ok_or(BulkheadRejection::QueueFull);
+        };
+        let acquired = Arc::clone(&self.slots).acquire_owned().await;
+        drop(place);
+        match acquired {
+            Ok(permit) => Ok(BulkheadPermit { _permit: permit }),
+            // The semaphore is owned here and never closed.
+            Err(_closed) => Err(BulkheadRejection::QueueFull),
+        }
+    }
+
+    /// Attempts holding a permit now (a permit granted to a waiter that has not yet
+    /// run counts as in use).
+    pub fn in_use(&self) -> u32 {
+        let free = u32::try_from(self.slots.available_permits()).unwrap_or(u32::MAX);
+        self.config.concurrency.saturating_sub(free)
+    }
+
+    /// Callers waiting in the queue now.
+    pub fn queued(&self) -> u32 {
+        self.queued.load(Ordering::Acquire)
+    }
+
+    /// The effective configuration (concurrency clamped to at least 1).
+    pub fn config(&self) -> BulkheadConfig {
+        self.config
+    }
+
+    fn try_now(&self) -> Option<BulkheadPermit> {
+        // `try_acquire` cannot overtake the queue: released permits go to waiters
+        // first and only reach the free count when nobody waits.
+        Arc::clone(&self.slots)
+            .try_acquire_owned()
+            .ok()
+            .map(|permit| BulkheadPermit { _permit: permit })
+    }
+
+    /// Reserves a queue place, never exceeding the bound, or `None` when full.
+    fn reserve_queue_place(&self) -> Option<QueuePlace<'_>> {
+        let bound = self.config.queue;
+        self.queued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < bound).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| QueuePlace {
+                queued: &self.queued,
+            })
+    }
+}
+
+impl fmt::Debug for Bulkhead {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Bulkhead")
+            .field("config", &self.config)
+            .field("in_use", &self.in_use())
+            .field("queued", &self.queued())
+            .finish()
+    }
+}
+
+/// A queue place; given back when the waiting future completes or is dropped.
+struct QueuePlace<'a> {
+    queued: &'a AtomicU32,
+}
+
+impl Drop for QueuePlace<'_> {
+    fn drop(&mut self) {
+        self.queued.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A slot in a [`Bulkhead`], released when dropped.
+#[derive(Debug)]
+#[must_use = "the slot is released as soon as the permit is dropped"]
+pub struct BulkheadPermit {
+    _permit: OwnedSemaphorePermit,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::task::{Context, Poll, Waker};
+    use std::time::Duration;
+    use tokio::time::{Instant, sleep, sleep_until};
+
+    type Waiting<'a> =
+        Pin<Box<dyn Future<Output = Result<BulkheadPermit, BulkheadRejection>> + 'a>>;
+
+    fn poll_once<'a>(fut: &mut Waiting<'a>) -> Poll<Result<BulkheadPermit, BulkheadRejection>> {
+        fut.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+    }
+
+    #[test]
+    fn is_send_sync_debug() {
+        fn check<T: Send + Sync + fmt::Debug>() {}
+        fn send<T: Send + fmt::Debug>() {}
+        check::<Bulkhead>();
+        send::<BulkheadPermit>();
+        fn future_is_send(b: &Bulkhead) -> impl Send + '_ {
+            b.acquire()
+        }
+        let _ = future_is_send;
+    }
+
+    #[test]
+    fn defaults_and_clamp() {
+        assert_eq!(BulkheadConfig::default(), BulkheadConfig::new(64, 256));
+        let b = Bulkhead::new(BulkheadConfig::new(0, 3));
+        assert_eq!(b.config(), BulkheadConfig::new(1, 3));
+        assert_eq!(
+            BulkheadRejection::QueueFull.to_string(),
+            "bulkhead queue full"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn permits_return_on_drop() {
+        let b = Bulkhead::new(BulkheadConfig::new(3, 0));
+        let p1 = b.acquire().await.unwrap();
+        let p2 = b.acquire().await.unwrap();
+        let p3 = b.acquire().await.unwrap();
+        assert_eq!(b.in_use(), 3);
+        assert_eq!(b.acquire().await.unwrap_err(), BulkheadRejection::QueueFull);
+        drop(p2);
+        assert_eq!(b.in_use(), 2);
+        drop((p1, p3));
+        assert_eq!(b.in_use(), 0);
+        assert_eq!(b.queued(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waiters_are_served_fifo() {
+        let b = Arc::new(Bulkhead::new(BulkheadConfig::new(1, 3)));
+        let holder = b.acquire().await.unwrap();
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for id in 0..3 {
+            let (b, order) = (Arc::clone(&b), Arc::clone(&order));
+            tasks.push(tokio::spawn(async move {
+                let _p = b.acquire().await.unwrap();
+                order.lock().unwrap().push(id);
+                sleep(Duration::from_millis(10)).await;
+            }));
+            // Let this waiter join the queue before the next one is spawned.
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(b.queued(), 3);
+        drop(holder);
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), vec![0, 1, 2]);
+        assert_eq!((b.in_use(), b.queued()), (0, 0));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn full_queue_rejects_at_once() {
+        let b = Bulkhead::new(BulkheadConfig::new(1, 1));
+        let _holder = b.acquire().await.unwrap();
+        let mut waiter: Waiting<'_> = Box::pin(b.acquire());
+        assert!(poll_once(&mut waiter).is_pending());
+        let start = Instant::now();
+        assert_eq!(b.acquire().await.unwrap_err(), BulkheadRejection::QueueFull);
+        assert_eq!(Instant::now(), start);
+        assert_eq!(b.queued(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn zero_queue_never_waits() {
+        let b = Bulkhead::new(BulkheadConfig::new(1, 0));
+        let _holder = b.acquire().await.unwrap();
+        assert_eq!(b.acquire().await.unwrap_err(), BulkheadRejection::QueueFull);
+        assert_eq!(b.queued(), 0);
+    }
+
+    /// CONFORMANCE S5 (bulkhead_queued_cancel), at the bulkhead level.
+    #[tokio::test(start_paused = true)]
+    async fn s5_dropped_waiter_frees_its_place_at_once() {
+        let b = Arc::new(Bulkhead::new(BulkheadConfig::new(1, 1)));
+        let start = Instant::now();
+        let at = move |ms| start + Duration::from_millis(ms);
+
+        let holder = {
+            let b = Arc::clone(&b);
+            tokio::spawn(async move {
+                let _p = b.acquire().await.unwrap();
+                sleep_until(at(100)).await;
+            })
+        };
+        tokio::task::yield_now().await;
+        assert_eq!(b.in_use(), 1);
+
+        let cancelled = {
+            let b = Arc::clone(&b);
+            tokio::spawn(async move {
+                let _p = b.acquire().await;
+                unreachable!("the cancelled waiter must never get a permit");
+            })
+        };
+        tokio::task::yield_now().await;
+        assert_eq!(b.queued(), 1);
+
+        sleep_until(at(20)).await;
+        cancelled.abort();
+        let _ = cancelled.await;
+        assert_eq!(b.queued(), 0, "the place is freed at once");
+        assert_eq!(Instant::now(), at(20));
+
+        let replacement = b.acquire().await.unwrap();
+        assert_eq!(Instant::now(), at(100));
+        holder.await.unwrap();
+        drop(replacement);
+        assert_eq!((b.in_use(), b.queued()), (0, 0));
+    }
+
+    #[test]
+    fn granted_then_dropped_waiter_returns_the_permit() {
+        let b = Bulkhead::new(BulkheadConfig::new(1, 2));
+        let holder = b.try_now().unwrap();
+        let mut first: Waiting<'_> = Box::pin(b.acquire());
+        let mut second: Waiting<'_> = Box::pin(b.acquire());
+        assert!(poll_once(&mut first).is_pending());
+        assert!(poll_once(&mut second).is_pending());
+        drop(holder); // granted to `first`, which never sees it
+        drop(first);
+        assert!(matches!(poll_once(&mut second), Poll::Ready(Ok(_))));
+        drop(second);
+        assert_eq!((b.in_use(), b.queued()), (0, 0));
+    }
+
+    #[test]
+    fn hundred_thousand_dropped_waiters_leave_the_queue() {
+        const N: u32 = 100_000;
+        let b = Bulkhead::new(BulkheadConfig::new(1, N));
+        let holder = b.try_now().unwrap();
+        let mut waiters: Vec<Waiting<'_>> = (0..N).map(|_| Box::pin(b.acquire()) as _).collect();
+        for w in &mut waiters {
+            assert!(poll_once(w).is_pending());
+        }
+        assert_eq!(b.queued(), N);
+        assert_eq!(
+            b.acquire_now_or_reject(),
+            Some(BulkheadRejection::QueueFull)
+        );
+        // Drop from the middle outwards, the worst order for a list scan.
+        let tail = waiters.split_off(N as usize / 2);
+        drop(tail);
+        drop(waiters);
+        assert_eq!(b.queued(), 0);
+        drop(holder);
+        assert_eq!(b.in_use(), 0);
+        assert!(b.try_now().is_some());
+    }
+
+    impl Bulkhead {
+        /// Polls one fresh `acquire` once; `Some` if it was rejected.
+        fn acquire_now_or_reject(&self) -> Option<BulkheadRejection> {
+            let mut fut: Waiting<'_> = Box::pin(self.acquire());
+            match poll_once(&mut fut) {
+                Poll::Ready(Err(e)) => Some(e),
+                _ => None,
+            }
+        }
+    }
+
+    mod prop {
+        use super::*;
+        use proptest::prelude::*;
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            Acquire,
+            DropPermit(usize),
+            DropWaiter(usize),
+            PollWaiters,
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                3 => Just(Op::Acquire),
+                2 => any::<usize>().prop_map(Op::DropPermit),
+                2 => any::<usize>().prop_map(Op::DropWaiter),
+                1 => Just(Op::PollWaiters),
+            ]
+        }
+
+        proptest! {
+            #[test]
+            fn random_acquire_drop_keeps_bounds(
+                concurrency in 1u32..5,
+                queue in 0u32..5,
+                ops in proptest::collection::vec(op(), 0..200),
+            ) {
+                let b = Bulkhead::new(BulkheadConfig::new(concurrency, queue));
+                let mut permits = Vec::new();
+                let mut waiters: Vec<Waiting<'_>> = Vec::new();
+                for op in ops {
+                    match op {
+                        Op::Acquire => {
+                            let mut fut: Waiting<'_> = Box::pin(b.acquire());
+                            match poll_once(&mut fut) {
+                                Poll::Ready(Ok(p)) => permits.push(p),
+                                Poll::Ready(Err(BulkheadRejection::QueueFull)) => {
+                                    prop_assert_eq!(b.in_use(), concurrency);
+                                    prop_assert_eq!(b.queued(), queue);
+                                }
+                                Poll::Pending => waiters.push(fut),
+                            }
+                        }
+                        Op::DropPermit(i) if !permits.is_empty() => {
+                            drop(permits.remove(i % permits.len()));
+                        }
+                        Op::DropWaiter(i) if !waiters.is_empty() => {
+                            drop(waiters.remove(i % waiters.len()));
+                        }
+                        Op::PollWaiters => {
+                            let mut still = Vec::new();
+                            for mut w in waiters.drain(..) {
+                                match poll_once(&mut w) {
+                                    Poll::Ready(r) => permits.push(r.unwrap()),
+                                    Poll::Pending => still.push(w),
+                                }
+                            }
+                            waiters = still;
+                        }
+                        _ => {}
+                    }
+                    prop_assert!(b.in_use() <= concurrency);
+                    prop_assert!(b.queued() <= queue);
+                    prop_assert_eq!(b.queued() as usize, waiters.len());
+                    prop_assert!(permits.len() <= concurrency as usize);
+                }
+                drop(waiters);
+                drop(permits);
+                prop_assert_eq!(b.in_use(), 0);
+                prop_assert_eq!(b.queued(), 0);
+            }
+        }
+    }
+}

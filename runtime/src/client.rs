@@ -1,0 +1,559 @@
+//! The generated client's builder, its per-call options, and the shared engine.
+//!
+//! # When to use
+//! Every generated client is built with `{Client}::builder()`, which returns a
+//! [`ClientBuilder`]. Clients are cheap to clone (an `Arc` inside) and share their
+//! connection pool and policy state. Several clients can share one [`Engine`] so they
+//! share per-host state (breaker, bulkhead, rate limit, budget) and a global bulkhead.
+//!
+//! # Defaults
+//! The base URL from the attribute; the reqwest transport with redirects handled by
+//! the pipeline (at most 10); responses up to 4 MiB; a random jitter source; a default
+//! breaker of 5 consecutive failures and 30 s reset; a default bulkhead of 64 in flight
+//! and 256 queued; a retry budget of 20% plus 10 per second.
+//!
+//! # Example
+//! ```no_run
+//! use resilient_api::{resilient_api, ApiError, CallOptions, CancellationToken};
+//! use std::time::Duration;
+//!
+//! #[resilient_api(timeout(attempt = "2s", total = "10s"))]
+//! pub trait Health {
+//!     #[get("/health")]
+//!     async fn health(&self) -> Result<String, ApiError>;
+//! }
+//!
+//! # async fn run() -> Result<(), ApiError> {
+//! let api = HealthClient::builder()
+//!     .base_url("http://127.0.0.1:8080")
+//!     .bearer_auth("token")
+//!     .build()?;
+//! let token = CancellationToken::new();
+//! let quick = api.with_options(CallOptions::new().deadline(Duration::from_millis(300)).cancel_on(token));
+//! let _ = quick.health().await;
+//! # Ok(()) }
+//! ```
+
+use std::collections::HashMap;
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use url::Url;
+
+use crate::bulkhead::{Bulkhead, BulkheadConfig};
+use crate::circuit_breaker::CircuitBreaker;
+use crate::circuit_breaker::state::{BreakerConfig, CircuitState};
+use crate::error::{ApiError, BoxError};
+use crate::jitter::Jitter;
+use crate::rate_limit::RateLimiter;
+use crate::request::{ApiSpec, EndpointSpec, RequestBuilder};
+use crate::response::decode::Decoder;
+use crate::retry::budget::{BudgetConfig, RetryBudget};
+use crate::transport::{HttpRequest, Transport};
+
+/// Options for the calls made through one client handle, set with
+/// `client.with_options(...)` without changing the trait.
+#[derive(Clone, Debug, Default)]
+pub struct CallOptions {
+    pub(crate) deadline: Option<Duration>,
+    pub(crate) cancel: Option<CancellationToken>,
+}
+
+impl CallOptions {
+    /// No extra options.
+    pub fn new() -> Self {
+        CallOptions::default()
+    }
+
+    /// A total deadline for each call; the shorter of this and the endpoint's `total`
+    /// applies.
+    #[must_use]
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// Cancel calls when `token` is cancelled: they end with
+    /// [`ErrorKind::Cancelled`](crate::ErrorKind::Cancelled) in the same tick.
+    #[must_use]
+    pub fn cancel_on(mut self, token: CancellationToken) -> Self {
+        self.cancel = Some(token);
+        self
+    }
+}
+
+/// Decides whether a retryable failure is retried. Runs after the built-in
+/// classification says it may be; it can only say no. An `Err` ends the call with that
+/// error (kind [`ErrorKind::Hook`](crate::ErrorKind::Hook)).
+pub type RetryPredicate = Arc<dyn Fn(&ApiError) -> Result<bool, BoxError> + Send + Sync>;
+
+/// Called before each retry's wait with the failure and the wait. An `Err` ends the
+/// call with that error.
+pub type OnRetry = Arc<dyn Fn(&RetryEvent<'_>) -> Result<(), BoxError> + Send + Sync>;
+
+/// Runs on every attempt's request just before it is sent (add a fresh token, sign
+/// it). An `Err` ends the call with that error.
+pub type Middleware = Arc<dyn Fn(&mut HttpRequest) -> Result<(), BoxError> + Send + Sync>;
+
+/// What an [`OnRetry`] hook is told.
+#[derive(Debug)]
+pub struct RetryEvent<'a> {
+    /// The endpoint's name.
+    pub endpoint: &'static str,
+    /// The attempt that just failed (1 for the first).
+    pub attempt: u32,
+    /// Its failure.
+    pub error: &'a ApiError,
+    /// The wait before the next attempt.
+    pub wait: Duration,
+}
+
+#[derive(Clone, Default)]
+pub(crate) struct Hooks {
+    pub(crate) retry_predicate: Option<RetryPredicate>,
+    pub(crate) on_retry: Option<OnRetry>,
+    pub(crate) middleware: Vec<Middleware>,
+}
+
+/// The stateful policies of one compartment: one upstream host by default, or a
+/// partition an endpoint names.
+#[derive(Debug)]
+pub(crate) struct Partition {
+    pub(crate) name: String,
+    pub(crate) breaker: CircuitBreaker,
+    pub(crate) bulkhead: Bulkhead,
+    pub(crate) rate_limit: Option<RateLimiter>,
+    pub(crate) budget: Option<RetryBudget>,
+}
+
+/// State shared by clients: partitions per upstream host and partition name, and an
+/// optional global bulkhead. Cheap to clone.
+///
+/// ```
+/// use resilient_api::Engine;
+/// use resilient_api::bulkhead::BulkheadConfig;
+/// let engine = Engine::new().global_bulkhead(BulkheadConfig { concurrency: 100, queue: 1000 });
+/// // FooClient::builder().engine(engine.clone()).build()?; BarClient::builder().engine(engine)...
+/// # let _ = engine;
+/// ```
+#[derive(Clone, Default)]
+pub struct Engine {
+    inner: Arc<EngineInner>,
+}
+
+#[derive(Default)]
+struct EngineInner {
+    partitions: Mutex<HashMap<(String, String), Arc<Partition>>>,
+    global: Option<Arc<Bulkhead>>,
+}
+
+impl Engine {
+    /// An engine with no global limit.
+    pub fn new() -> Self {
+        Engine::default()
+    }
+
+    /// Limit the attempts in flight across every client of this engine.
+    #[must_use]
+    pub fn global_bulkhead(self, config: BulkheadConfig) -> Self {
+        let partitions = match Arc::try_unwrap(self.inner) {
+            Ok(inner) => inner.partitions.into_inner().unwrap_or_else(|p| p.into_inner()),
+            Err(shared) => shared.partitions.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+        };
+        Engine {
+            inner: Arc::new(EngineInner {
+                partitions: Mutex::new(partitions),
+                global: Some(Arc::new(Bulkhead::new(config))),
+            }),
+        }
+    }
+
+    fn partition(&self, key: (String, String), make: impl FnOnce() -> Partition) -> Arc<Partition> {
+        let mut map = self.inner.partitions.lock().unwrap_or_else(|p| p.into_inner());
+        map.entry(key).or_insert_with(|| Arc::new(make())).clone()
+    }
+}
+
+impl fmt::Debug for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.inner.partitions.lock().map(|m| m.len()).unwrap_or(0);
+        f.debug_struct("Engine").field("partitions", &n).finish()
+    }
+}
+
+/// Implemented by every generated client.
+pub trait GeneratedClient: Sized {
+    /// What the macro saw.
+    const API: &'static ApiSpec;
+    /// Wrap a built handle.
+    fn from_handle(handle: Handle) -> Self;
+}
+
+pub(crate) struct EndpointRuntime {
+    pub(crate) spec: &'static EndpointSpec,
+    pub(crate) partition: Arc<Partition>,
+}
+
+pub(crate) struct ClientInner {
+    pub(crate) api: &'static ApiSpec,
+    pub(crate) base: Url,
+    pub(crate) base_path: String,
+    pub(crate) headers: HeaderMap,
+    pub(crate) transport: Arc<dyn Transport>,
+    pub(crate) jitter: Jitter,
+    pub(crate) wall_clock: fn() -> SystemTime,
+    pub(crate) max_body: u64,
+    pub(crate) max_redirects: u32,
+    pub(crate) hooks: Hooks,
+    pub(crate) endpoints: Vec<EndpointRuntime>,
+    pub(crate) global: Option<Arc<Bulkhead>>,
+    pub(crate) default_partition: Arc<Partition>,
+}
+
+/// The shared engine of one generated client plus its per-call options. Generated
+/// code holds one; users hold the generated client.
+#[derive(Clone)]
+pub struct Handle {
+    pub(crate) inner: Arc<ClientInner>,
+    pub(crate) options: CallOptions,
+}
+
+impl Handle {
+    /// The same client with `options` for its calls.
+    pub fn with_options(&self, options: CallOptions) -> Handle {
+        Handle {
+            inner: self.inner.clone(),
+            options,
+        }
+    }
+
+    /// State of the default partition's circuit breaker.
+    pub fn circuit_state(&self) -> CircuitState {
+        self.inner.default_partition.breaker.snapshot(Instant::now())
+    }
+
+    /// State of the circuit breaker of the partition named `partition`, if there is one.
+    pub fn partition_circuit_state(&self, partition: &str) -> Option<CircuitState> {
+        self.inner
+            .endpoints
+            .iter()
+            .find(|e| e.partition.name == partition)
+            .map(|e| e.partition.breaker.snapshot(Instant::now()))
+    }
+
+    /// Run one call through the pipeline and decode its result.
+    pub async fn call<D: Decoder>(&self, request: RequestBuilder) -> Result<D::Output, ApiError> {
+        let raw = crate::pipeline::execute(self, request, D::STREAMING).await?;
+        D::decode(raw)
+    }
+}
+
+impl fmt::Debug for Handle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("api", &self.inner.api.name)
+            .field("base_url", &crate::observe::redact_url(self.inner.base.as_str()))
+            .field("headers", &crate::observe::Redacted(&self.inner.headers))
+            .field("endpoints", &self.inner.endpoints.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a generated client. Setters take and return the builder by value;
+/// [`build`](ClientBuilder::build) reports bad configuration as an error.
+#[must_use]
+pub struct ClientBuilder<C> {
+    base_url: Option<String>,
+    transport: Option<Arc<dyn Transport>>,
+    #[cfg(feature = "reqwest")]
+    reqwest: Option<reqwest::Client>,
+    jitter: Jitter,
+    wall_clock: fn() -> SystemTime,
+    headers: Vec<(String, String, bool)>,
+    max_body: u64,
+    max_redirects: u32,
+    engine: Option<Engine>,
+    hooks: Hooks,
+    breaker: BreakerConfig,
+    bulkhead: BulkheadConfig,
+    budget: Option<BudgetConfig>,
+    _client: PhantomData<fn() -> C>,
+}
+
+/// The default response size limit: 4 MiB.
+pub const DEFAULT_MAX_BODY: u64 = 4 * 1024 * 1024;
+
+impl<C: GeneratedClient> Default for ClientBuilder<C> {
+    fn default() -> Self {
+        ClientBuilder::new()
+    }
+}
+
+impl<C: GeneratedClient> ClientBuilder<C> {
+    /// A builder with every default.
+    pub fn new() -> Self {
+        ClientBuilder {
+            base_url: None,
+            transport: None,
+            #[cfg(feature = "reqwest")]
+            reqwest: None,
+            jitter: Jitter::random(),
+            wall_clock: SystemTime::now,
+            headers: Vec::new(),
+            max_body: DEFAULT_MAX_BODY,
+            max_redirects: 10,
+            engine: None,
+            hooks: Hooks::default(),
+            breaker: BreakerConfig::DEFAULT,
+            bulkhead: BulkheadConfig::DEFAULT,
+            budget: Some(BudgetConfig::DEFAULT),
+            _client: PhantomData,
+        }
+    }
+
+    /// The base URL; overrides the attribute's `base_url`. Required if the attribute
+    /// has none.
+    pub fn base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = Some(url.into());
+        self
+    }
+
+    /// Put something else on the wire (default: reqwest).
+    pub fn transport(mut self, transport: impl Transport) -> Self {
+        self.transport = Some(Arc::new(transport));
+        self
+    }
+
+    /// Use this reqwest client (its connection pool, TLS and proxy settings). Turn its
+    /// redirects off to let the pipeline follow them safely.
+    #[cfg(feature = "reqwest")]
+    pub fn reqwest_client(mut self, client: reqwest::Client) -> Self {
+        self.reqwest = Some(client);
+        self
+    }
+
+    /// The randomness for jitter and idempotency keys (default: random).
+    pub fn jitter(mut self, jitter: Jitter) -> Self {
+        self.jitter = jitter;
+        self
+    }
+
+    /// The wall clock used only to turn a `Retry-After` HTTP date into a wait
+    /// (default: `SystemTime::now`). Tests fix it to make date waits exact.
+    pub fn wall_clock(mut self, clock: fn() -> SystemTime) -> Self {
+        self.wall_clock = clock;
+        self
+    }
+
+    /// A header sent on every request.
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into(), false));
+        self
+    }
+
+    /// A secret header sent on every request: redacted everywhere, dropped on a
+    /// cross-origin redirect.
+    pub fn secret_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into(), true));
+        self
+    }
+
+    /// `Authorization: Bearer <token>`, secret.
+    pub fn bearer_auth(self, token: impl fmt::Display) -> Self {
+        self.secret_header("authorization", format!("Bearer {token}"))
+    }
+
+    /// Largest response body accepted, in bytes (default 4 MiB). A method's own limit
+    /// wins.
+    pub fn max_body_size(mut self, bytes: u64) -> Self {
+        self.max_body = bytes;
+        self
+    }
+
+    /// Redirects followed per attempt at most (default 10; 0 turns them off).
+    pub fn max_redirects(mut self, n: u32) -> Self {
+        self.max_redirects = n;
+        self
+    }
+
+    /// Share per-host policy state and global limits with other clients.
+    pub fn engine(mut self, engine: Engine) -> Self {
+        self.engine = Some(engine);
+        self
+    }
+
+    /// The breaker of endpoints that declare none (default: 5 failures, 30 s).
+    pub fn default_breaker(mut self, config: BreakerConfig) -> Self {
+        self.breaker = config;
+        self
+    }
+
+    /// The bulkhead of endpoints that declare none (default: 64 in flight, 256 queued).
+    pub fn default_bulkhead(mut self, config: BulkheadConfig) -> Self {
+        self.bulkhead = config;
+        self
+    }
+
+    /// The retry budget per partition; `None` turns it off (default: on).
+    pub fn retry_budget(mut self, config: Option<BudgetConfig>) -> Self {
+        self.budget = config;
+        self
+    }
+
+    /// Decide whether a retryable failure is retried (it can only say no).
+    pub fn retry_predicate(
+        mut self,
+        f: impl Fn(&ApiError) -> Result<bool, BoxError> + Send + Sync + 'static,
+    ) -> Self {
+        self.hooks.retry_predicate = Some(Arc::new(f));
+        self
+    }
+
+    /// Called before every retry's wait.
+    pub fn on_retry(
+        mut self,
+        f: impl Fn(&RetryEvent<'_>) -> Result<(), BoxError> + Send + Sync + 'static,
+    ) -> Self {
+        self.hooks.on_retry = Some(Arc::new(f));
+        self
+    }
+
+    /// Runs on every attempt's request before it is sent, in the order added.
+    pub fn middleware(
+        mut self,
+        f: impl Fn(&mut HttpRequest) -> Result<(), BoxError> + Send + Sync + 'static,
+    ) -> Self {
+        self.hooks.middleware.push(Arc::new(f));
+        self
+    }
+
+    /// Build the client; resolves every partition now so calls never look one up.
+    pub fn build(self) -> Result<C, ApiError> {
+        let api = C::API;
+        let raw_base = self
+            .base_url
+            .as_deref()
+            .or(api.base_url)
+            .ok_or_else(|| ApiError::builder("no base URL: set `base_url` on the attribute or the builder"))?;
+        let base = Url::parse(raw_base).map_err(|e| ApiError::builder("base URL is not a valid URL").with_source(e))?;
+        if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
+            return Err(ApiError::builder("base URL must be an http or https URL"));
+        }
+        if base.query().is_some() || base.fragment().is_some() {
+            return Err(ApiError::builder("base URL cannot have a query or fragment"));
+        }
+        let base_path = base.path().trim_end_matches('/').to_owned();
+
+        let mut headers = HeaderMap::new();
+        for (name, value) in api.headers {
+            let n = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| ApiError::builder(format!("`{name}` is not a valid header name")))?;
+            let v = crate::request::header_value(value)
+                .map_err(|r| ApiError::builder(format!("header `{name}`: {r}")))?;
+            headers.append(n, v);
+        }
+        for (name, value, secret) in &self.headers {
+            let n = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| ApiError::builder(format!("`{name}` is not a valid header name")))?;
+            let mut v: HeaderValue = crate::request::header_value(value)
+                .map_err(|r| ApiError::builder(format!("header `{name}`: {r}")))?;
+            if *secret || crate::observe::is_secret_header(&n, &v) {
+                v.set_sensitive(true);
+            }
+            headers.insert(n, v);
+        }
+
+        let transport: Arc<dyn Transport> = match self.transport {
+            Some(t) => t,
+            None => default_transport(
+                #[cfg(feature = "reqwest")]
+                self.reqwest,
+            )?,
+        };
+
+        let engine = self.engine.unwrap_or_default();
+        let origin = base.origin().ascii_serialization();
+        let now = Instant::now();
+        let make = |name: &str, spec: Option<&EndpointSpec>| {
+            let policy = spec.map(|s| s.policy);
+            let breaker = policy.and_then(|p| p.breaker).unwrap_or(self.breaker);
+            let bulkhead = policy.and_then(|p| p.bulkhead).unwrap_or(self.bulkhead);
+            let rate_limit = policy.and_then(|p| p.rate_limit);
+            let label = if name.is_empty() { origin.clone() } else { format!("{origin}/{name}") };
+            Partition {
+                name: name.to_owned(),
+                breaker: CircuitBreaker::new(breaker, label),
+                bulkhead: Bulkhead::new(bulkhead),
+                rate_limit: rate_limit.map(|r| RateLimiter::new(r, now)),
+                budget: self.budget.map(|b| RetryBudget::new(b, now)),
+            }
+        };
+        // The default partition takes its settings from the first endpoint that uses it.
+        let first_default = api.endpoints.iter().copied().find(|e| e.policy.partition.is_none());
+        let default_partition = engine.partition((origin.clone(), String::new()), || make("", first_default));
+        let endpoints = api
+            .endpoints
+            .iter()
+            .map(|&spec| {
+                let partition = match spec.policy.partition {
+                    None => default_partition.clone(),
+                    Some(name) => engine.partition((origin.clone(), name.to_owned()), || make(name, Some(spec))),
+                };
+                EndpointRuntime { spec, partition }
+            })
+            .collect();
+
+        let inner = ClientInner {
+            api,
+            base,
+            base_path,
+            headers,
+            transport,
+            jitter: self.jitter,
+            wall_clock: self.wall_clock,
+            max_body: self.max_body,
+            max_redirects: self.max_redirects,
+            hooks: self.hooks,
+            endpoints,
+            global: engine.inner.global.clone(),
+            default_partition,
+        };
+        Ok(C::from_handle(Handle {
+            inner: Arc::new(inner),
+            options: CallOptions::default(),
+        }))
+    }
+}
+
+#[cfg(feature = "reqwest")]
+fn default_transport(client: Option<reqwest::Client>) -> Result<Arc<dyn Transport>, ApiError> {
+    use crate::transport::ReqwestTransport;
+    let client = match client {
+        Some(c) => c,
+        None => ReqwestTransport::default_client()
+            .map_err(|e| ApiError::builder("could not build the reqwest client").with_source(e))?,
+    };
+    Ok(Arc::new(ReqwestTransport::new(client)))
+}
+
+#[cfg(not(feature = "reqwest"))]
+fn default_transport() -> Result<Arc<dyn Transport>, ApiError> {
+    Err(ApiError::builder(
+        "no transport: enable the `reqwest` feature or call `.transport(...)`",
+    ))
+}
+
+impl<C> fmt::Debug for ClientBuilder<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientBuilder")
+            .field("base_url", &self.base_url.as_deref().map(crate::observe::redact_url))
+            .field("headers", &self.headers.iter().map(|(n, _, _)| n).collect::<Vec<_>>())
+            .field("max_body", &self.max_body)
+            .finish_non_exhaustive()
+    }
+}

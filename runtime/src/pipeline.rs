@@ -1,0 +1,656 @@
+//! One call, start to end, in a fixed order.
+//!
+//! ```text
+//! call
+//!  └ total deadline ─ covers everything below, queue waits and backoff included
+//!    └ coalesce (optional) ─ join an identical call already in flight
+//!      └ retry loop ─ budget check before each retry; a backoff holds no permit
+//!        └ hedge (optional) ─ staggered attempts, first acceptable answer wins
+//!          └ attempt:
+//!              breaker fast check (open → fail now, no await, no wait in any queue)
+//!              → bulkhead permit (partition, then global; bounded queue)
+//!              → rate-limit token
+//!              → breaker admission (may take a half-open probe slot; no await until dispatch)
+//!              → attempt timeout (covers connect, headers AND body read)
+//!              → transport
+//!              → classify; record into breaker, budget, metrics
+//! ```
+//!
+//! Why this order:
+//! - **One deadline timer wraps everything**, so no wait (queue, token, backoff,
+//!   Retry-After) can outlive the call's deadline, and the deadline fires exactly on
+//!   time. Cancellation is raced the same way, so a cancelled call settles in the
+//!   same tick.
+//! - **The breaker is asked first, and again last.** The first check refuses at once
+//!   while it is open, so a refused call never sits in a bulkhead queue. Admission
+//!   (which may take the one half-open probe slot) happens right before dispatch, with
+//!   no await in between, so a probe slot is never held by a call stuck in a queue.
+//! - **A backoff holds no permit.** Permits and tokens are taken per attempt and
+//!   returned when it ends, so a call waiting to retry does not block others.
+//! - **Rejections are final.** A breaker, bulkhead, rate limit or budget rejection is
+//!   never retried: shed load stays shed.
+//! - **Before every wait the call asks whether it is worth it.** If the wait would end
+//!   at or after the deadline, or the breaker would still be open when it ends, the
+//!   call fails now with the real reason instead of sleeping just to fail.
+//!
+//! Everything is driven from the caller's future: no task is spawned, so dropping the
+//! future drops every timer, queue place, permit and in-flight request at once.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use tokio::time::{Instant, sleep, sleep_until, timeout_at};
+use tracing::Instrument;
+use url::Url;
+
+use crate::circuit_breaker::state::Outcome;
+use crate::client::{ClientInner, EndpointRuntime, Handle, RetryEvent};
+use crate::error::{ApiError, ErrorKind};
+use crate::request::{RequestBody, RequestBuilder};
+use crate::response::{RawBody, RawResponse, ResponseStream};
+use crate::transport::{HttpRequest, HttpResponse, TransportError, TransportErrorKind};
+
+/// Error bodies are kept up to this size.
+const ERROR_BODY_LIMIT: usize = 64 * 1024;
+
+/// A request ready to be sent any number of times.
+pub(crate) struct Prepared {
+    pub(crate) method: Method,
+    pub(crate) url: Url,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Bytes,
+}
+
+/// How an attempt failed, and what may follow.
+pub(crate) struct Failure {
+    pub(crate) error: ApiError,
+    /// May be retried (by classification; policies may still say no).
+    pub(crate) retryable: bool,
+    /// What the server asked for (`Retry-After`), already capped.
+    pub(crate) server_wait: Option<Duration>,
+}
+
+impl Failure {
+    fn fatal(error: ApiError) -> Self {
+        Failure {
+            error,
+            retryable: false,
+            server_wait: None,
+        }
+    }
+}
+
+/// Run one call: build its request, then the retry loop under one deadline and the
+/// caller's cancellation.
+pub(crate) async fn execute(
+    handle: &Handle,
+    mut request: RequestBuilder,
+    streaming: bool,
+) -> Result<RawResponse, ApiError> {
+    let inner = &*handle.inner;
+    let spec = request.spec;
+    let ep = &inner.endpoints[spec.index];
+    let attempts = AtomicU32::new(0);
+    let finish = |mut e: ApiError| {
+        e.set_endpoint(spec.name);
+        e.set_attempts(attempts.load(Ordering::Relaxed));
+        e
+    };
+    if let Some(invalid) = request.error.take() {
+        return Err(finish(
+            ApiError::new(ErrorKind::InvalidRequest)
+                .with_message(invalid.to_string())
+                .with_source(invalid),
+        ));
+    }
+
+    let start = Instant::now();
+    let total = match (spec.policy.total_timeout, handle.options.deadline) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    let deadline = total.and_then(|t| start.checked_add(t));
+    let span = tracing::debug_span!(
+        "http.client",
+        "http.request.method" = spec.verb.as_str(),
+        "url.template" = spec.template,
+        "endpoint" = spec.name,
+        "http.response.status_code" = tracing::field::Empty,
+    );
+    let prepared = prepare(inner, ep, &mut request);
+    let body = std::mem::take(&mut request.body);
+    let call = Call {
+        inner,
+        ep,
+        deadline,
+        attempts: &attempts,
+        streaming,
+    };
+    let work = call.run(prepared, body);
+    let cancel = handle.options.cancel.as_ref();
+    let result = async {
+        tokio::select! {
+            biased;
+            () = async { match cancel { Some(t) => t.cancelled().await, None => std::future::pending().await } } => {
+                Err(ApiError::new(ErrorKind::Cancelled))
+            }
+            () = async { match deadline { Some(d) => sleep_until(d).await, None => std::future::pending().await } } => {
+                Err(ApiError::new(ErrorKind::Deadline).with_message(format!(
+                    "the call's deadline of {:?} passed", total.unwrap_or_default()
+                )))
+            }
+            r = work => r,
+        }
+    }
+    .instrument(span.clone())
+    .await;
+    match result {
+        Ok(raw) => {
+            span.record("http.response.status_code", raw.status.as_u16());
+            Ok(raw)
+        }
+        Err(e) => {
+            if let Some(s) = e.status() {
+                span.record("http.response.status_code", s);
+            }
+            let e = finish(e);
+            tracing::debug!(parent: &span, error = %e, "call failed");
+            Err(e)
+        }
+    }
+}
+
+/// Base URL, rendered path and query; client, API and call headers; the idempotency key.
+fn prepare(inner: &ClientInner, ep: &EndpointRuntime, request: &mut RequestBuilder) -> Prepared {
+    let spec = ep.spec;
+    let mut url = inner.base.clone();
+    let path = request.render_path();
+    let mut full = String::with_capacity(inner.base_path.len() + path.len());
+    full.push_str(&inner.base_path);
+    full.push_str(&path);
+    url.set_path(&full);
+    if !request.query.is_empty() {
+        url.set_query(Some(&request.query));
+    }
+    let mut headers = inner.headers.clone();
+    for (name, value) in std::mem::take(&mut request.headers) {
+        if let Some(name) = name {
+            headers.insert(name, value);
+        }
+    }
+    if let Some(key_header) = spec.idempotency_key
+        && !headers.keys().any(|k| k.as_str().eq_ignore_ascii_case(key_header)) {
+            let key = uuid::Builder::from_random_bytes(inner.jitter.next_bytes()).into_uuid();
+            if let (Ok(n), Ok(v)) = (
+                http::HeaderName::from_bytes(key_header.as_bytes()),
+                HeaderValue::from_str(&key.hyphenated().to_string()),
+            ) {
+                headers.insert(n, v);
+            }
+        }
+    let body = match &request.body {
+        RequestBody::Bytes(b) => b.clone(),
+        _ => Bytes::new(),
+    };
+    Prepared {
+        method: spec.verb.method(),
+        url,
+        headers,
+        body,
+    }
+}
+
+pub(crate) struct Call<'a> {
+    pub(crate) inner: &'a ClientInner,
+    pub(crate) ep: &'a EndpointRuntime,
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) attempts: &'a AtomicU32,
+    pub(crate) streaming: bool,
+}
+
+impl Call<'_> {
+    /// The retry loop.
+    async fn run(&self, prepared: Prepared, body: RequestBody) -> Result<RawResponse, ApiError> {
+        let spec = self.ep.spec;
+        let retry = &spec.policy.retry;
+        let replayable = !matches!(body, RequestBody::Stream(_));
+        let mut stream_body = match body {
+            RequestBody::Stream(s) => Some(RequestBody::Stream(s)),
+            _ => None,
+        };
+        let mut backoff = retry.backoff.iter(self.inner.jitter.clone());
+        let partition = &self.ep.partition;
+        let mut attempt: u32 = 0;
+        loop {
+            if attempt == 0
+                && let Some(b) = &partition.budget {
+                    b.deposit(Instant::now());
+                }
+            attempt += 1;
+            self.attempts.store(attempt, Ordering::Relaxed);
+            let failure = match self.attempt(&prepared, stream_body.take(), attempt - 1).await {
+                Ok(raw) => return Ok(raw),
+                Err(f) => f,
+            };
+            let Failure {
+                mut error,
+                retryable,
+                server_wait,
+            } = failure;
+            if !retryable || attempt > retry.max {
+                return Err(error);
+            }
+            if !replayable {
+                error.set_not_replayable();
+                return Err(error);
+            }
+            if let Some(predicate) = &self.inner.hooks.retry_predicate {
+                match predicate(&error) {
+                    Ok(true) => {}
+                    Ok(false) => return Err(error),
+                    Err(e) => {
+                        return Err(ApiError::new(ErrorKind::Hook)
+                            .with_message("the retry predicate failed")
+                            .with_source(e));
+                    }
+                }
+            }
+            let computed = backoff.next().unwrap_or_default();
+            let wait = server_wait.unwrap_or(computed);
+            let now = Instant::now();
+            let resume = now.checked_add(wait);
+            if let Some(w) = server_wait
+                && let Some(at) = resume {
+                    error.set_retry_at(at, w);
+                }
+            let fits = match (resume, self.deadline) {
+                (None, Some(_)) => false,
+                (Some(r), Some(d)) => r < d,
+                (_, None) => true,
+            };
+            if !fits {
+                tracing::debug!(wait_ms = wait.as_millis() as u64, "next wait does not fit the deadline");
+                return Err(error);
+            }
+            if let Some(until) = resume.and_then(|r| partition.breaker.open_at(r)) {
+                let mut e = ApiError::new(ErrorKind::CircuitOpen)
+                    .with_message("the breaker will still be open when the backoff ends")
+                    .with_source(error);
+                e.set_retry_at(until, until.saturating_duration_since(now));
+                return Err(e);
+            }
+            if let Some(b) = &partition.budget
+                && !b.withdraw(now) {
+                    return Err(ApiError::new(ErrorKind::BudgetExhausted).with_source(error));
+                }
+            if let Some(hook) = &self.inner.hooks.on_retry {
+                let event = RetryEvent {
+                    endpoint: spec.name,
+                    attempt,
+                    error: &error,
+                    wait,
+                };
+                if let Err(e) = hook(&event) {
+                    return Err(ApiError::new(ErrorKind::Hook)
+                        .with_message("the on-retry hook failed")
+                        .with_source(e));
+                }
+            }
+            tracing::info!(
+                endpoint = spec.name,
+                attempt,
+                wait_ms = wait.as_millis() as u64,
+                error = %error,
+                "retrying"
+            );
+            if !wait.is_zero() {
+                sleep(wait).await;
+            }
+        }
+    }
+
+    /// One attempt through every per-attempt policy.
+    pub(crate) async fn attempt(
+        &self,
+        prepared: &Prepared,
+        stream_body: Option<RequestBody>,
+        resend: u32,
+    ) -> Result<RawResponse, Failure> {
+        let partition = &*self.ep.partition;
+        let breaker = &partition.breaker;
+        if let Err(r) = breaker.check(Instant::now()) {
+            return Err(Failure::fatal(circuit_open(r.until)));
+        }
+        let _permit = partition
+            .bulkhead
+            .acquire()
+            .await
+            .map_err(|_| Failure::fatal(ApiError::new(ErrorKind::BulkheadFull)))?;
+        let _global = match &self.inner.global {
+            Some(g) => Some(
+                g.acquire()
+                    .await
+                    .map_err(|_| Failure::fatal(ApiError::new(ErrorKind::BulkheadFull).with_message("global limit")))?,
+            ),
+            None => None,
+        };
+        let token = match &partition.rate_limit {
+            Some(rl) => Some(rl.acquire(self.deadline).await.map_err(|r| {
+                let mut e = ApiError::new(ErrorKind::RateLimited);
+                e.set_retry_at(r.retry_at, r.retry_at.saturating_duration_since(Instant::now()));
+                Failure::fatal(e)
+            })?),
+            None => None,
+        };
+        let admission = match breaker.admit(Instant::now()) {
+            Ok(a) => a,
+            Err(r) => {
+                if let (Some(rl), Some(t)) = (&partition.rate_limit, token) {
+                    rl.refund(t);
+                }
+                return Err(Failure::fatal(circuit_open(r.until)));
+            }
+        };
+        let mut request = HttpRequest {
+            method: prepared.method.clone(),
+            url: prepared.url.clone(),
+            headers: prepared.headers.clone(),
+            body: match stream_body {
+                Some(s) => s,
+                None if prepared.body.is_empty() => RequestBody::Empty,
+                None => RequestBody::Bytes(prepared.body.clone()),
+            },
+        };
+        for m in &self.inner.hooks.middleware {
+            if let Err(e) = m(&mut request) {
+                return Err(Failure::fatal(
+                    ApiError::new(ErrorKind::Hook)
+                        .with_message("request middleware failed")
+                        .with_source(e),
+                ));
+            }
+        }
+        let span = tracing::debug_span!(
+            "http.attempt",
+            "http.request.resend_count" = resend,
+            "http.response.status_code" = tracing::field::Empty,
+        );
+        let started = Instant::now();
+        let policy = &self.ep.spec.policy;
+        let work = self.send(prepared, request);
+        let result = match policy.attempt_timeout.and_then(|t| started.checked_add(t)) {
+            Some(until) => match timeout_at(until, work).instrument(span.clone()).await {
+                Ok(r) => r,
+                Err(_) => Err(self.attempt_timeout(policy.attempt_timeout.unwrap_or_default())),
+            },
+            None => work.instrument(span.clone()).await,
+        };
+        let latency = started.elapsed();
+        match result {
+            Ok(raw) => {
+                span.record("http.response.status_code", raw.status.as_u16());
+                admission.record(Outcome::Success, latency);
+                Ok(raw)
+            }
+            Err(failure) => {
+                let outcome = match failure.error.kind() {
+                    ErrorKind::Connect | ErrorKind::Transport | ErrorKind::AttemptTimeout => Outcome::Failure,
+                    ErrorKind::Status if failure.error.status().is_some_and(|s| s >= 500) => Outcome::Failure,
+                    _ => Outcome::Ignored,
+                };
+                if let Some(s) = failure.error.status() {
+                    span.record("http.response.status_code", s);
+                }
+                admission.record(outcome, latency);
+                Err(failure)
+            }
+        }
+    }
+
+    fn attempt_timeout(&self, limit: Duration) -> Failure {
+        Failure {
+            error: ApiError::new(ErrorKind::AttemptTimeout)
+                .with_message(format!("no complete answer within {limit:?}")),
+            retryable: self.ep.spec.idempotent,
+            server_wait: None,
+        }
+    }
+
+    /// Send, follow redirects, read the body, classify the status.
+    async fn send(&self, prepared: &Prepared, first: HttpRequest) -> Result<RawResponse, Failure> {
+        let spec = self.ep.spec;
+        let mut request = first;
+        let mut hops = 0u32;
+        let response = loop {
+            let url = request.url.clone();
+            let method = request.method.clone();
+            let was_stream = matches!(request.body, RequestBody::Stream(_));
+            let response = self
+                .inner
+                .transport
+                .send(request)
+                .await
+                .map_err(|e| self.transport_failure(e))?;
+            if !response.status.is_redirection() || self.inner.max_redirects == 0 {
+                break response;
+            }
+            let Some(next) = redirect_target(&url, &response.headers) else {
+                break response;
+            };
+            hops += 1;
+            if hops > self.inner.max_redirects {
+                return Err(Failure::fatal(
+                    ApiError::new(ErrorKind::Redirect).with_message(format!("more than {} redirects", self.inner.max_redirects)),
+                ));
+            }
+            if url.scheme() == "https" && next.scheme() != "https" {
+                return Err(Failure::fatal(
+                    ApiError::new(ErrorKind::Redirect).with_message("a redirect from https to http was refused"),
+                ));
+            }
+            let status = response.status;
+            drop(response);
+            let keep_method = matches!(status, StatusCode::TEMPORARY_REDIRECT | StatusCode::PERMANENT_REDIRECT);
+            if keep_method && was_stream {
+                return Err(Failure::fatal(
+                    ApiError::new(ErrorKind::Redirect)
+                        .with_message("a streamed request body cannot be sent again to the redirect target"),
+                ));
+            }
+            let mut headers = prepared.headers.clone();
+            if url.origin() != next.origin() {
+                strip_credentials(&mut headers, spec.secrets);
+            }
+            let (method, body) = if keep_method || method == Method::GET || method == Method::HEAD {
+                let body = if prepared.body.is_empty() { RequestBody::Empty } else { RequestBody::Bytes(prepared.body.clone()) };
+                (method, if keep_method { body } else { RequestBody::Empty })
+            } else {
+                headers.remove(http::header::CONTENT_TYPE);
+                headers.remove(http::header::CONTENT_LENGTH);
+                (Method::GET, RequestBody::Empty)
+            };
+            tracing::debug!(hop = hops, "following redirect");
+            request = HttpRequest { method, url: next, headers, body };
+        };
+        self.read(response).await
+    }
+
+    fn transport_failure(&self, e: TransportError) -> Failure {
+        match e.kind() {
+            TransportErrorKind::Connect => Failure {
+                error: ApiError::new(ErrorKind::Connect).with_source(e),
+                retryable: true,
+                server_wait: None,
+            },
+            TransportErrorKind::Io => Failure {
+                error: ApiError::new(ErrorKind::Transport).with_source(e),
+                retryable: self.ep.spec.idempotent,
+                server_wait: None,
+            },
+        }
+    }
+
+    fn limit(&self) -> u64 {
+        self.ep.spec.policy.max_body.unwrap_or(self.inner.max_body)
+    }
+
+    /// Read (or hand over) the body and classify the status.
+    async fn read(&self, response: HttpResponse) -> Result<RawResponse, Failure> {
+        let spec = self.ep.spec;
+        let HttpResponse { status, headers, body } = response;
+        if !status.is_success() && !status.is_redirection() {
+            let (bytes, _) = read_bounded(body, ERROR_BODY_LIMIT as u64, true).await;
+            let code = status.as_u16();
+            let retryable = spec.idempotent && spec.policy.retry.retries_status(code);
+            let server_wait = if retryable {
+                crate::retry::retry_after::server_wait(
+                    &headers,
+                    (self.inner.wall_clock)(),
+                    spec.policy.retry.retry_after_cap,
+                )
+            } else {
+                None
+            };
+            return Err(Failure {
+                error: ApiError::new(ErrorKind::Status).with_status(code, headers, bytes.unwrap_or_default()),
+                retryable,
+                server_wait,
+            });
+        }
+        let limit = self.limit();
+        if let Some(len) = content_length(&headers)
+            && len > limit {
+                return Err(Failure::fatal(too_large(limit)));
+            }
+        if self.streaming {
+            let idle = spec.policy.attempt_timeout.unwrap_or(Duration::from_secs(30));
+            let stream = ResponseStream::new(status, headers, body, self.deadline, idle, limit, spec.name);
+            return Ok(RawResponse {
+                status: stream.status(),
+                headers: HeaderMap::new(),
+                body: RawBody::Streaming(stream),
+                endpoint: spec.name,
+            });
+        }
+        match read_bounded(body, limit, false).await {
+            (Some(bytes), None) => Ok(RawResponse {
+                status,
+                headers,
+                body: RawBody::Buffered(bytes),
+                endpoint: spec.name,
+            }),
+            (_, Some(ReadError::TooLarge)) => Err(Failure::fatal(too_large(limit))),
+            (_, Some(ReadError::Transport(e))) => Err(Failure {
+                error: ApiError::new(ErrorKind::Transport)
+                    .with_message("the response body was cut short")
+                    .with_source(e),
+                retryable: spec.idempotent,
+                server_wait: None,
+            }),
+            (None, None) => Ok(RawResponse {
+                status,
+                headers,
+                body: RawBody::Buffered(Bytes::new()),
+                endpoint: spec.name,
+            }),
+        }
+    }
+}
+
+fn circuit_open(until: Option<Instant>) -> ApiError {
+    let mut e = ApiError::new(ErrorKind::CircuitOpen);
+    if let Some(until) = until {
+        e.set_retry_at(until, until.saturating_duration_since(Instant::now()));
+    }
+    e
+}
+
+fn too_large(limit: u64) -> ApiError {
+    ApiError::new(ErrorKind::BodyTooLarge).with_message(format!("the limit is {limit} bytes"))
+}
+
+fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(http::header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+enum ReadError {
+    TooLarge,
+    Transport(TransportError),
+}
+
+/// Read a body up to `limit` bytes. With `truncate`, stop quietly at the limit (error
+/// bodies); otherwise going over is an error, found while streaming, never by reading
+/// it all.
+async fn read_bounded(
+    mut body: crate::transport::ResponseBody,
+    limit: u64,
+    truncate: bool,
+) -> (Option<Bytes>, Option<ReadError>) {
+    let mut first: Option<Bytes> = None;
+    let mut buf: Option<BytesMut> = None;
+    let mut total: u64 = 0;
+    while let Some(chunk) = body.next().await {
+        let chunk = match chunk {
+            Ok(c) => c,
+            Err(e) => {
+                let have = buf.map(BytesMut::freeze).or(first);
+                return (have, if truncate { None } else { Some(ReadError::Transport(e)) });
+            }
+        };
+        total = total.saturating_add(chunk.len() as u64);
+        if total > limit {
+            if truncate {
+                let keep = (limit as usize).saturating_sub(buf.as_ref().map_or(first.as_ref().map_or(0, Bytes::len), BytesMut::len));
+                let b = buf.get_or_insert_with(|| BytesMut::from(first.take().unwrap_or_default().as_ref()));
+                b.extend_from_slice(&chunk[..keep.min(chunk.len())]);
+                return (Some(std::mem::take(b).freeze()), None);
+            }
+            return (None, Some(ReadError::TooLarge));
+        }
+        // The common case, one chunk, costs no copy.
+        match (&mut first, &mut buf) {
+            (None, None) => first = Some(chunk),
+            (Some(f), None) => {
+                let mut b = BytesMut::with_capacity(f.len() + chunk.len());
+                b.extend_from_slice(f);
+                b.extend_from_slice(&chunk);
+                first = None;
+                buf = Some(b);
+            }
+            (_, Some(b)) => b.extend_from_slice(&chunk),
+        }
+    }
+    (buf.map(BytesMut::freeze).or(first), None)
+}
+
+fn redirect_target(current: &Url, headers: &HeaderMap) -> Option<Url> {
+    let location = headers.get(http::header::LOCATION)?.to_str().ok()?;
+    current.join(location).ok()
+}
+
+/// Drop every credential header and every declared secret on a change of origin.
+fn strip_credentials(headers: &mut HeaderMap, secrets: &[&str]) {
+    headers.remove(http::header::AUTHORIZATION);
+    headers.remove(http::header::COOKIE);
+    headers.remove(http::header::PROXY_AUTHORIZATION);
+    for s in secrets {
+        headers.remove(*s);
+    }
+    let sensitive: Vec<_> = headers
+        .iter()
+        .filter(|(_, v)| v.is_sensitive())
+        .map(|(k, _)| k.clone())
+        .collect();
+    for k in sensitive {
+        headers.remove(k);
+    }
+}

@@ -1,0 +1,672 @@
+//! A rate limiter: a token bucket that lets `burst` attempts through at once and then
+//! one every `1 / per_second` seconds.
+//!
+//! Every attempt takes a token, retries and hedges included, so the limit holds for
+//! what actually reaches the upstream, not for calls. Callers that must wait line up
+//! first come, first served. Waiting is bounded by the call's deadline, and the
+//! decision is made up front: when the next free token would come at or after the
+//! deadline, [`RateLimiter::acquire`] fails at once with [`RateLimited`] (carrying
+//! when a token would have been free) rather than sleeping just to fail. A waiter
+//! that gives up takes nothing: the one behind it moves up to its earlier time.
+//!
+//! The bucket is kept as a theoretical arrival time in whole nanoseconds (GCRA), so
+//! spacing is exact (10 per second is one token every 100 ms, not 99.999...) and no
+//! input can overflow or panic.
+//!
+//! # When to use
+//! When the upstream publishes a request rate (an API quota) or you want to smooth
+//! bursts towards it. One limiter per partition (by default one per client, that is
+//! per upstream host). A token taken by an attempt that was then never dispatched
+//! goes back with [`RateLimiter::refund`].
+//!
+//! # Defaults
+//! None: no rate limit unless configured. A `burst` of `0` is treated as `1`. A
+//! `per_second` that is zero, negative or NaN never refills (only the burst is ever
+//! granted); an infinite one never limits. Rates are saturated to whole nanoseconds
+//! between tokens, rounded up so the limit is never exceeded.
+//!
+//! # Example
+//! ```
+//! use resilient_api::rate_limit::{RateLimitConfig, RateLimiter};
+//! use std::time::Duration;
+//! use tokio::time::Instant;
+//!
+//! #[tokio::main(flavor = "current_thread")]
+//! async fn main() {
+//!     // 100 per second (one every 10 ms), 2 at once.
+//!     let limiter = RateLimiter::new(RateLimitConfig::new(100.0, 2), Instant::now());
+//!     assert!(limiter.try_acquire(Instant::now()).is_some());
+//!     assert!(limiter.try_acquire(Instant::now()).is_some());
+//!     assert!(limiter.try_acquire(Instant::now()).is_none()); // burst spent
+//!
+//!     // A deadline the next token cannot meet fails at once, saying when to come back.
+//!     let deadline = Instant::now() + Duration::from_millis(1);
+//!     let limited = limiter.acquire(Some(deadline)).await.unwrap_err();
+//!     assert!(limited.retry_at >= deadline);
+//!
+//!     // Without a deadline, wait for the next token (about 10 ms).
+//!     let token = limiter.acquire(None).await.unwrap();
+//!     limiter.refund(token); // the attempt was never sent: give the token back
+//! }
+//! ```
+
+use std::fmt;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::{Instant, sleep_until, timeout_at};
+
+/// How fast tokens refill and how many may be taken at once.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RateLimitConfig {
+    /// Tokens added per second. Zero, negative or NaN: never refills; infinite: no limit.
+    pub per_second: f64,
+    /// Tokens the bucket holds when full (it starts full). `0` is treated as `1`.
+    pub burst: u32,
+}
+
+impl RateLimitConfig {
+    /// `per_second` tokens a second, up to `burst` at once.
+    ///
+    /// ```
+    /// use resilient_api::rate_limit::RateLimitConfig;
+    /// const QUOTA: RateLimitConfig = RateLimitConfig::new(10.0, 5);
+    /// assert_eq!(QUOTA.burst, 5);
+    /// ```
+    pub const fn new(per_second: f64, burst: u32) -> Self {
+        RateLimitConfig { per_second, burst }
+    }
+}
+
+/// Proof that a token was taken from a [`RateLimiter`].
+///
+/// Dropping it keeps the token spent; [`RateLimiter::refund`] gives it back.
+#[derive(Debug)]
+#[must_use = "a token is spent whether or not it is used; refund it if the attempt is not sent"]
+pub struct RateLimitToken {
+    _private: (),
+}
+
+/// No token could be had before the deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimited {
+    /// When the next token would have been free for this caller.
+    pub retry_at: Instant,
+}
+
+impl fmt::Display for RateLimited {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("rate limited")
+    }
+}
+
+impl std::error::Error for RateLimited {}
+
+/// A token bucket with a FIFO line of waiters.
+///
+/// `Send + Sync`; share it with an `Arc`. The pure methods take `now`;
+/// [`RateLimiter::acquire`] reads the tokio clock.
+pub struct RateLimiter {
+    config: RateLimitConfig,
+    /// Nanoseconds between tokens; `0` = unlimited, `u64::MAX` = never refills.
+    interval: u128,
+    /// `burst * interval`: how far ahead of now the arrival time may run.
+    tolerance: u128,
+    /// Time zero for the nanosecond counts below.
+    origin: Instant,
+    state: Mutex<State>,
+    /// Held by the waiter at the front of the line, the only one with a timer.
+    /// tokio's mutex is FIFO and a dropped `lock()` future leaves in O(1).
+    front: tokio::sync::Mutex<()>,
+    /// Wakes the front waiter when a refund makes a token free early.
+    refunded: Notify,
+}
+
+struct State {
+    /// Theoretical arrival time (ns since `origin`): the bucket is full when it is
+    /// at or before now and holds `burst - (tat - now) / interval` tokens otherwise.
+    tat: u128,
+    /// Callers inside `acquire` that have not been served yet.
+    waiting: u64,
+}
+
+impl RateLimiter {
+    /// A full bucket (`burst` tokens) at `now`.
+    pub fn new(config: RateLimitConfig, now: Instant) -> Self {
+        let config = RateLimitConfig {
+            per_second: config.per_second,
+            burst: config.burst.max(1),
+        };
+        let interval = u128::from(interval_ns(config.per_second));
+        RateLimiter {
+            config,
+            interval,
+            tolerance: interval * u128::from(config.burst),
+            origin: now,
+            state: Mutex::new(State { tat: 0, waiting: 0 }),
+            front: tokio::sync::Mutex::new(()),
+            refunded: Notify::new(),
+        }
+    }
+
+    /// Takes a token at `now` if one is free and nobody is waiting for one.
+    pub fn try_acquire(&self, now: Instant) -> Option<RateLimitToken> {
+        let now = self.ns(now);
+        let mut state = self.lock();
+        if state.waiting > 0 {
+            return None;
+        }
+        self.take(&mut state, now)
+    }
+
+    /// Waits for a token, in FIFO order, giving up at `deadline` (`None`: no deadline).
+    ///
+    /// Fails with [`RateLimited`] at once, without sleeping, when the next token this
+    /// caller could get comes at or after `deadline`. Cancel-safe: a future dropped
+    /// while waiting takes no token, and the waiter behind it gets the earlier time.
+    ///
+    /// ```
+    /// use resilient_api::rate_limit::{RateLimitConfig, RateLimiter};
+    /// use std::time::Duration;
+    /// use tokio::time::Instant;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let start = Instant::now();
+    /// let limiter = RateLimiter::new(RateLimitConfig::new(1.0, 1), start);
+    /// let _first = limiter.acquire(None).await.unwrap();
+    /// let err = limiter.acquire(Some(start + Duration::from_millis(500))).await.unwrap_err();
+    /// assert!(err.retry_at >= start + Duration::from_secs(1)); // one second after the first
+    /// assert!(Instant::now() < start + Duration::from_millis(500)); // decided at once
+    /// # });
+    /// ```
+    pub async fn acquire(&self, deadline: Option<Instant>) -> Result<RateLimitToken, RateLimited> {
+        let now = self.ns(Instant::now());
+        let place = {
+            let mut state = self.lock();
+            let ready = self.ready_at(&state, now, state.waiting.saturating_add(1));
+            if self.missed(ready, deadline) {
+                return Err(RateLimited {
+                    retry_at: self.instant(ready),
+                });
+            }
+            if state.waiting == 0
+                && let Some(token) = self.take(&mut state, now)
+            {
+                return Ok(token);
+            }
+            state.waiting += 1;
+            InLine {
+                limiter: self,
+                served: false,
+            }
+        };
+        self.wait_in_line(place, deadline).await
+    }
+
+    async fn wait_in_line(
+        &self,
+        mut place: InLine<'_>,
+        deadline: Option<Instant>,
+    ) -> Result<RateLimitToken, RateLimited> {
+        let _front = match deadline {
+            None => self.front.lock().await,
+            Some(deadline) => match timeout_at(deadline, self.front.lock()).await {
+                Ok(front) => front,
+                Err(_elapsed) => {
+                    let now = self.ns(Instant::now());
+                    let state = self.lock();
+                    // Those still ahead of us, plus us.
+                    let retry_at = self.ready_at(&state, now, state.waiting);
+                    return Err(RateLimited {
+                        retry_at: self.instant(retry_at),
+                    });
+                }
+            },
+        };
+        loop {
+            // Registered before looking, so a refund in between is not missed.
+            let refunded = self.refunded.notified();
+            let now = self.ns(Instant::now());
+            let ready = {
+                let mut state = self.lock();
+                if let Some(token) = self.take(&mut state, now) {
+                    state.waiting -= 1;
+                    place.served = true;
+                    return Ok(token);
+                }
+                self.ready_at(&state, now, 1)
+            };
+            if self.missed(ready, deadline) {
+                return Err(RateLimited {
+                    retry_at: self.instant(ready),
+                });
+            }
+            tokio::select! {
+                () = sleep_until(self.instant(ready)) => {}
+                () = refunded => {}
+            }
+        }
+    }
+
+    /// Gives back a token taken by an attempt that never dispatched.
+    ///
+    /// The bucket never holds more than `burst` tokens, however late the refund.
+    pub fn refund(&self, token: RateLimitToken) {
+        let RateLimitToken { _private: () } = token;
+        {
+            let mut state = self.lock();
+            state.tat = state.tat.saturating_sub(self.interval);
+        }
+        self.refunded.notify_one();
+    }
+
+    /// Tokens in the bucket at `now`, fractions included (between `0` and `burst`).
+    pub fn available(&self, now: Instant) -> f64 {
+        let burst = f64::from(self.config.burst);
+        if self.interval == 0 {
+            return burst;
+        }
+        let now = self.ns(now);
+        let deficit = self.lock().tat.saturating_sub(now);
+        (burst - deficit as f64 / self.interval as f64).clamp(0.0, burst)
+    }
+
+    /// The effective configuration (burst clamped to at least 1).
+    pub fn config(&self) -> RateLimitConfig {
+        self.config
+    }
+
+    /// Takes a token at `now` if the bucket has one.
+    fn take(&self, state: &mut State, now: u128) -> Option<RateLimitToken> {
+        let next = state.tat.max(now).saturating_add(self.interval);
+        (next <= now.saturating_add(self.tolerance)).then(|| {
+            state.tat = next;
+            RateLimitToken { _private: () }
+        })
+    }
+
+    /// When the `nth` token from now (1-based, taken one after another) is free.
+    fn ready_at(&self, state: &State, now: u128, nth: u64) -> u128 {
+        let tat = state.tat.max(now);
+        tat.saturating_add(self.interval.saturating_mul(u128::from(nth)))
+            .saturating_sub(self.tolerance)
+            .max(now)
+    }
+
+    fn missed(&self, ready: u128, deadline: Option<Instant>) -> bool {
+        deadline.is_some_and(|deadline| ready >= self.ns(deadline))
+    }
+
+    fn ns(&self, at: Instant) -> u128 {
+        at.saturating_duration_since(self.origin).as_nanos()
+    }
+
+    fn instant(&self, ns: u128) -> Instant {
+        let offset = Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX));
+        self.origin
+            .checked_add(offset)
+            .or_else(|| {
+                self.origin
+                    .checked_add(Duration::from_secs(30 * 365 * 86_400))
+            })
+            .unwrap_or(self.origin)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // The critical sections cannot leave the state inconsistent; carry on.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl fmt::Debug for RateLimiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let waiting = self.lock().waiting;
+        f.debug_struct("RateLimiter")
+            .field("config", &self.config)
+            .field("waiting", &waiting)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A caller's place in line; leaving without a token takes nothing.
+struct InLine<'a> {
+    limiter: &'a RateLimiter,
+    served: bool,
+}
+
+impl Drop for InLine<'_> {
+    fn drop(&mut self) {
+        if !self.served {
+            let mut state = self.limiter.lock();
+            state.waiting = state.waiting.saturating_sub(1);
+        }
+    }
+}
+
+/// Whole nanoseconds between tokens, rounded up, saturating.
+fn interval_ns(per_second: f64) -> u64 {
+    if per_second.is_nan() || per_second <= 0.0 {
+        return u64::MAX;
+    }
+    // `as` saturates: an infinite quotient becomes u64::MAX, an infinite rate 0.
+    (1e9 / per_second).ceil() as u64
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use tokio::time::sleep;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn is_send_sync_debug() {
+        fn check<T: Send + Sync + fmt::Debug>() {}
+        check::<RateLimiter>();
+        check::<RateLimited>();
+        check::<RateLimitToken>();
+        fn future_is_send(l: &RateLimiter) -> impl Send + '_ {
+            l.acquire(None)
+        }
+        let _ = future_is_send;
+        assert_eq!(
+            RateLimited {
+                retry_at: Instant::now()
+            }
+            .to_string(),
+            "rate limited"
+        );
+    }
+
+    #[test]
+    fn interval_rounds_up_and_saturates() {
+        assert_eq!(interval_ns(10.0), 100_000_000);
+        assert_eq!(interval_ns(3.0), 333_333_334);
+        assert_eq!(interval_ns(1e-9), 1_000_000_000_000_000_000);
+        assert_eq!(interval_ns(1e-12), u64::MAX);
+        assert_eq!(interval_ns(1e300), 1);
+        assert_eq!(interval_ns(f64::INFINITY), 0);
+        for never in [0.0, -1.0, f64::NAN, f64::NEG_INFINITY] {
+            assert_eq!(interval_ns(never), u64::MAX);
+        }
+    }
+
+    #[test]
+    fn pure_bucket_refills_exactly() {
+        let t0 = Instant::now();
+        let l = RateLimiter::new(RateLimitConfig::new(10.0, 3), t0);
+        assert_eq!(l.available(t0), 3.0);
+        for _ in 0..3 {
+            assert!(l.try_acquire(t0).is_some());
+        }
+        assert!(l.try_acquire(t0).is_none());
+        assert_eq!(l.available(t0 + ms(50)), 0.5);
+        assert!(l.try_acquire(t0 + ms(99)).is_none());
+        assert!(l.try_acquire(t0 + ms(100)).is_some());
+        assert_eq!(l.available(t0 + ms(10_000)), 3.0, "never more than burst");
+    }
+
+    #[test]
+    fn zero_burst_is_one() {
+        let t0 = Instant::now();
+        let l = RateLimiter::new(RateLimitConfig::new(1.0, 0), t0);
+        assert_eq!(l.config().burst, 1);
+        assert!(l.try_acquire(t0).is_some());
+        assert!(l.try_acquire(t0).is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn burst_then_exact_spacing() {
+        let start = Instant::now();
+        let l = RateLimiter::new(RateLimitConfig::new(10.0, 3), start);
+        let mut granted = Vec::new();
+        for _ in 0..7 {
+            let _token = l.acquire(None).await.unwrap();
+            granted.push(start.elapsed());
+        }
+        assert_eq!(granted, [0, 0, 0, 100, 200, 300, 400].map(ms).to_vec());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn deadline_too_short_fails_at_once() {
+        let start = Instant::now();
+        let l = RateLimiter::new(RateLimitConfig::new(10.0, 1), start);
+        let _t = l.acquire(None).await.unwrap();
+
+        let err = l.acquire(Some(start + ms(50))).await.unwrap_err();
+        assert_eq!(err.retry_at, start + ms(100));
+        // Exactly at the deadline is too late as well.
+        let err = l.acquire(Some(start + ms(100))).await.unwrap_err();
+        assert_eq!(err.retry_at, start + ms(100));
+        // A deadline already passed with no token is refused too.
+        let err = l.acquire(Some(start)).await.unwrap_err();
+        assert_eq!(err.retry_at, start + ms(100));
+        assert_eq!(Instant::now(), start, "no time passed");
+
+        let _t = l.acquire(Some(start + ms(101))).await.unwrap();
+        assert_eq!(Instant::now(), start + ms(100));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn deadline_counts_the_waiters_ahead() {
+        let start = Instant::now();
+        let l = Arc::new(RateLimiter::new(RateLimitConfig::new(10.0, 1), start));
+        let _t = l.try_acquire(start).unwrap();
+        let ahead = {
+            let l = Arc::clone(&l);
+            tokio::spawn(async move { l.acquire(None).await.map(|_| Instant::now()) })
+        };
+        tokio::task::yield_now().await;
+        let err = l.acquire(Some(start + ms(150))).await.unwrap_err();
+        assert_eq!(err.retry_at, start + ms(200));
+        assert_eq!(Instant::now(), start);
+        assert!(l.try_acquire(start).is_none(), "no overtaking the line");
+        assert_eq!(ahead.await.unwrap().unwrap(), start + ms(100));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn dropped_waiter_returns_its_reservation() {
+        let start = Instant::now();
+        let l = Arc::new(RateLimiter::new(RateLimitConfig::new(10.0, 1), start));
+        let _t = l.try_acquire(start).unwrap();
+        let spawn_waiter = || {
+            let l = Arc::clone(&l);
+            tokio::spawn(async move { l.acquire(None).await.map(|_| Instant::now()) })
+        };
+        let first = spawn_waiter();
+        tokio::task::yield_now().await;
+        let second = spawn_waiter();
+        tokio::task::yield_now().await;
+
+        sleep(ms(50)).await;
+        first.abort();
+        assert!(first.await.unwrap_err().is_cancelled());
+        // The second waiter moves up to the first one's time, not 200 ms.
+        assert_eq!(second.await.unwrap().unwrap(), start + ms(100));
+        assert_eq!(l.available(start + ms(100)), 0.0, "exactly one token taken");
+        assert_eq!(l.lock().waiting, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn dropped_waiter_leaves_its_time_to_a_newcomer() {
+        let start = Instant::now();
+        let l = RateLimiter::new(RateLimitConfig::new(10.0, 1), start);
+        let _t = l.try_acquire(start).unwrap();
+        let timed_out = tokio::time::timeout(ms(50), l.acquire(None)).await;
+        assert!(timed_out.is_err());
+        assert_eq!(l.lock().waiting, 0);
+        let _t = l.acquire(None).await.unwrap();
+        assert_eq!(Instant::now(), start + ms(100));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn refund_gives_the_token_back() {
+        let start = Instant::now();
+        let l = RateLimiter::new(RateLimitConfig::new(10.0, 1), start);
+        let token = l.try_acquire(start).unwrap();
+        assert!(l.try_acquire(start).is_none());
+        l.refund(token);
+        assert_eq!(l.available(start), 1.0);
+        let token = l.try_acquire(start).unwrap();
+        // A refund long after never overfills the bucket.
+        l.refund(token);
+        l.refund(RateLimitToken { _private: () });
+        assert_eq!(l.available(start + ms(1_000)), 1.0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn refund_wakes_the_front_waiter() {
+        let start = Instant::now();
+        let l = Arc::new(RateLimiter::new(RateLimitConfig::new(10.0, 1), start));
+        let token = l.try_acquire(start).unwrap();
+        let waiter = {
+            let l = Arc::clone(&l);
+            tokio::spawn(async move { l.acquire(None).await.map(|_| Instant::now()) })
+        };
+        sleep(ms(10)).await;
+        l.refund(token);
+        assert_eq!(waiter.await.unwrap().unwrap(), start + ms(10));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn extreme_rates_saturate() {
+        let start = Instant::now();
+        let rates = [
+            1e300,
+            f64::MAX,
+            f64::INFINITY,
+            1e-9,
+            1e-300,
+            f64::MIN_POSITIVE,
+            0.0,
+            -1.0,
+            f64::NAN,
+        ];
+        let far = start + Duration::from_secs(1_000 * 365 * 86_400);
+        for per_second in rates {
+            for burst in [0, 1, u32::MAX] {
+                let l = RateLimiter::new(RateLimitConfig::new(per_second, burst), start);
+                for now in [start, start + ms(1), far] {
+                    for _ in 0..5 {
+                        let _ = l.try_acquire(now);
+                    }
+                    let a = l.available(now);
+                    assert!((0.0..=f64::from(burst.max(1))).contains(&a), "{a}");
+                }
+                let deadline = Instant::now() + Duration::from_secs(1);
+                match l.acquire(Some(deadline)).await {
+                    Ok(token) => l.refund(token),
+                    Err(limited) => assert!(limited.retry_at >= deadline),
+                }
+                assert_eq!(Instant::now(), start);
+            }
+        }
+        // A tiny rate: the next token is about 31.7 years away, reported, not awaited.
+        let l = RateLimiter::new(RateLimitConfig::new(1e-9, 1), start);
+        let _t = l.try_acquire(start).unwrap();
+        let err = l.acquire(Some(start + ms(1))).await.unwrap_err();
+        assert_eq!(err.retry_at, start + Duration::from_secs(1_000_000_000));
+        // Unlimited: everything passes.
+        let l = RateLimiter::new(RateLimitConfig::new(f64::INFINITY, 1), start);
+        for _ in 0..1_000 {
+            assert!(l.try_acquire(start).is_some());
+        }
+    }
+
+    mod prop {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Every window `[g_i, g_j]` of grant times holds at most `burst + rate * len`.
+        fn assert_bounded(grants: &[Instant], rate: f64, burst: u32) -> Result<(), TestCaseError> {
+            for i in 0..grants.len() {
+                for j in i..grants.len() {
+                    let secs = (grants[j] - grants[i]).as_secs_f64();
+                    let allowed = f64::from(burst) + rate * secs + 1e-9;
+                    prop_assert!(
+                        (j - i + 1) as f64 <= allowed,
+                        "{} grants in {secs}s, allowed {allowed}",
+                        j - i + 1
+                    );
+                }
+            }
+            Ok(())
+        }
+
+        proptest! {
+            #[test]
+            fn try_acquire_never_exceeds_burst_plus_rate(
+                rate in 0.5f64..1_000.0,
+                burst in 1u32..8,
+                steps in proptest::collection::vec((0u64..300_000_000, 0usize..5), 1..100),
+            ) {
+                let start = Instant::now();
+                let l = RateLimiter::new(RateLimitConfig::new(rate, burst), start);
+                let mut now = start;
+                let mut grants = Vec::new();
+                for (advance_ns, attempts) in steps {
+                    now += Duration::from_nanos(advance_ns);
+                    for _ in 0..attempts {
+                        if l.try_acquire(now).is_some() {
+                            grants.push(now);
+                        }
+                    }
+                }
+                assert_bounded(&grants, rate, burst)?;
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+            #[test]
+            fn acquire_never_exceeds_burst_plus_rate(
+                rate in 1.0f64..1_000.0,
+                burst in 1u32..6,
+                arrivals in proptest::collection::vec((0u64..2_000, any::<bool>()), 1..30),
+            ) {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_time()
+                    .start_paused(true)
+                    .build()
+                    .unwrap();
+                let grants = rt.block_on(async {
+                    let start = Instant::now();
+                    let l = Arc::new(RateLimiter::new(RateLimitConfig::new(rate, burst), start));
+                    let tasks: Vec<_> = arrivals
+                        .iter()
+                        .map(|&(at_ms, give_up)| {
+                            let l = Arc::clone(&l);
+                            tokio::spawn(async move {
+                                sleep_until(start + ms(at_ms)).await;
+                                let deadline = give_up.then(|| Instant::now() + ms(50));
+                                match l.acquire(deadline).await {
+                                    Ok(_token) => Some(Instant::now()),
+                                    Err(limited) => {
+                                        assert!(limited.retry_at >= deadline.unwrap());
+                                        None
+                                    }
+                                }
+                            })
+                        })
+                        .collect();
+                    let mut grants = Vec::new();
+                    for t in tasks {
+                        grants.extend(t.await.unwrap());
+                    }
+                    assert_eq!(l.lock().waiting, 0);
+                    grants
+                });
+                let mut grants = grants;
+                grants.sort();
+                let waited = arrivals.iter().filter(|(_, give_up)| !give_up).count();
+                prop_assert!(grants.len() >= waited);
+                assert_bounded(&grants, rate, burst)?;
+            }
+        }
+    }
+}

@@ -1,0 +1,468 @@
+//! What an endpoint is, and how one call's request is built from its arguments.
+//!
+//! # When to use
+//! Generated code builds every request through this module; users meet it only
+//! through the errors it reports. A path parameter is percent-encoded as exactly one
+//! segment (`/`, `?`, `#` and `%` included, so nothing is decoded twice), and a value
+//! that is empty, `.` or `..`, or holds CR, LF or TAB is refused before anything is
+//! sent. Header values holding CR, LF or NUL are refused the same way. Errors name the
+//! parameter, never its value.
+//!
+//! # Defaults
+//! JSON bodies are sent with `content-type: application/json`, forms with
+//! `application/x-www-form-urlencoded`, raw bytes with `application/octet-stream`.
+//!
+//! # Example
+//! ```
+//! use resilient_api::request::encode_path_segment;
+//! assert_eq!(encode_path_segment("a/b?x=1#y%2e").unwrap(), "a%2Fb%3Fx=1%23y%252e");
+//! assert!(encode_path_segment("..").is_err());
+//! ```
+
+use std::fmt;
+use std::pin::Pin;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_core::Stream;
+use http::{HeaderMap, HeaderName, HeaderValue, Method};
+use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
+use serde::Serialize;
+
+use crate::bulkhead::BulkheadConfig;
+use crate::circuit_breaker::state::BreakerConfig;
+use crate::rate_limit::RateLimitConfig;
+use crate::retry::RetryPolicy;
+
+/// The HTTP verb of an endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Verb {
+    /// `GET`
+    Get,
+    /// `POST`
+    Post,
+    /// `PUT`
+    Put,
+    /// `PATCH`
+    Patch,
+    /// `DELETE`
+    Delete,
+    /// `HEAD`
+    Head,
+    /// `OPTIONS`
+    Options,
+}
+
+impl Verb {
+    /// The `http` method.
+    pub fn method(self) -> Method {
+        match self {
+            Verb::Get => Method::GET,
+            Verb::Post => Method::POST,
+            Verb::Put => Method::PUT,
+            Verb::Patch => Method::PATCH,
+            Verb::Delete => Method::DELETE,
+            Verb::Head => Method::HEAD,
+            Verb::Options => Method::OPTIONS,
+        }
+    }
+
+    /// Whether repeating the request is safe by the method's own semantics (RFC 9110).
+    pub const fn is_idempotent(self) -> bool {
+        !matches!(self, Verb::Post | Verb::Patch)
+    }
+
+    /// The method's name, e.g. `"GET"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "GET",
+            Verb::Post => "POST",
+            Verb::Put => "PUT",
+            Verb::Patch => "PATCH",
+            Verb::Delete => "DELETE",
+            Verb::Head => "HEAD",
+            Verb::Options => "OPTIONS",
+        }
+    }
+}
+
+/// One piece of a path template, split at compile time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathPart {
+    /// Literal text, sent as written.
+    Lit(&'static str),
+    /// The value of the parameter at this index of the call's path arguments.
+    Param(usize),
+}
+
+/// Hedging settings of an endpoint (see [`crate::hedge`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HedgeConfig {
+    /// How long to wait for an answer before launching another attempt.
+    pub delay: Duration,
+    /// Attempts in flight at most, the first one included.
+    pub max: u32,
+}
+
+/// The effective policy of one endpoint: the trait's defaults merged with the
+/// method's own attributes, field by field, at compile time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Policy {
+    /// Limit for one attempt (connect, headers and body). `None` only when the
+    /// endpoint says `attempt = "none"`.
+    pub attempt_timeout: Option<Duration>,
+    /// Deadline for the whole call, queue waits and backoffs included.
+    pub total_timeout: Option<Duration>,
+    /// Retry settings.
+    pub retry: RetryPolicy,
+    /// Circuit breaker; `None` uses the client's default breaker.
+    pub breaker: Option<BreakerConfig>,
+    /// Bulkhead; `None` uses the client's default bulkhead.
+    pub bulkhead: Option<BulkheadConfig>,
+    /// Rate limit; `None` means no rate limit.
+    pub rate_limit: Option<RateLimitConfig>,
+    /// Hedging; `None` means attempts are never hedged.
+    pub hedge: Option<HedgeConfig>,
+    /// Whether identical concurrent calls share one execution.
+    pub coalesce: bool,
+    /// The compartment this endpoint's stateful policies live in; `None` is the
+    /// client's default partition.
+    pub partition: Option<&'static str>,
+    /// Largest response body accepted, in bytes; `None` uses the client's limit.
+    pub max_body: Option<u64>,
+}
+
+impl Policy {
+    /// The policy of an endpoint that declares nothing (attempt timeout aside).
+    pub const DEFAULT: Policy = Policy {
+        attempt_timeout: Some(Duration::from_secs(30)),
+        total_timeout: None,
+        retry: RetryPolicy::DEFAULT,
+        breaker: None,
+        bulkhead: None,
+        rate_limit: None,
+        hedge: None,
+        coalesce: false,
+        partition: None,
+        max_body: None,
+    };
+}
+
+/// Everything known about one endpoint at compile time. Generated code puts one
+/// in a `static` per method.
+#[derive(Debug)]
+pub struct EndpointSpec {
+    /// Position in [`ApiSpec::endpoints`].
+    pub index: usize,
+    /// The method's name, e.g. `"user"`.
+    pub name: &'static str,
+    /// The HTTP verb.
+    pub verb: Verb,
+    /// The path template as written, e.g. `"/users/{id}"` (the OpenTelemetry
+    /// `url.template`).
+    pub template: &'static str,
+    /// The template split into literal text and parameters.
+    pub path: &'static [PathPart],
+    /// Safe to repeat: by its verb, by `#[idempotent]` or by `#[idempotency_key]`.
+    pub idempotent: bool,
+    /// Header that carries one generated key per logical call, if any.
+    pub idempotency_key: Option<&'static str>,
+    /// Names of the header and query parameters declared secret.
+    pub secrets: &'static [&'static str],
+    /// The effective policy.
+    pub policy: Policy,
+}
+
+/// Everything known about an annotated trait at compile time.
+#[derive(Debug)]
+pub struct ApiSpec {
+    /// The trait's name.
+    pub name: &'static str,
+    /// `base_url` from the attribute, if given.
+    pub base_url: Option<&'static str>,
+    /// `headers(...)` from the attribute: sent on every request.
+    pub headers: &'static [(&'static str, &'static str)],
+    /// The endpoints, in declaration order.
+    pub endpoints: &'static [&'static EndpointSpec],
+}
+
+/// A streamed request body: never replayed, so endpoints taking one are never retried.
+pub struct BodyStream {
+    pub(crate) inner: Pin<Box<dyn Stream<Item = Result<Bytes, std::io::Error>> + Send>>,
+}
+
+impl BodyStream {
+    /// Wrap any stream of byte chunks.
+    ///
+    /// ```
+    /// use resilient_api::request::BodyStream;
+    /// let chunks = futures_util::stream::iter(vec![Ok(bytes::Bytes::from_static(b"hi"))]);
+    /// let body = BodyStream::new(chunks);
+    /// # let _ = body;
+    /// ```
+    pub fn new<S>(stream: S) -> Self
+    where
+        S: Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static,
+    {
+        BodyStream {
+            inner: Box::pin(stream),
+        }
+    }
+}
+
+impl fmt::Debug for BodyStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("BodyStream(..)")
+    }
+}
+
+/// The body of an outgoing request.
+#[derive(Debug, Default)]
+pub enum RequestBody {
+    /// No body.
+    #[default]
+    Empty,
+    /// Bytes, identical on every attempt.
+    Bytes(Bytes),
+    /// A stream that can be sent once.
+    Stream(BodyStream),
+}
+
+/// Why a request could not be built. Names the parameter, never its value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidRequest {
+    /// The parameter or header at fault.
+    pub name: String,
+    /// What is wrong with it.
+    pub reason: &'static str,
+}
+
+impl fmt::Display for InvalidRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid `{}`: {}", self.name, self.reason)
+    }
+}
+
+impl std::error::Error for InvalidRequest {}
+
+/// Characters escaped in one path segment: everything but RFC 3986 unreserved
+/// characters and the sub-delimiters that are safe inside a segment.
+const SEGMENT: &AsciiSet = &CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'/')
+    .add(b'<')
+    .add(b'>')
+    .add(b'?')
+    .add(b'\\')
+    .add(b'^')
+    .add(b'`')
+    .add(b'{')
+    .add(b'|')
+    .add(b'}')
+    .add(b'[')
+    .add(b']');
+
+/// Percent-encode one path segment, refusing values that would change the path's
+/// shape: empty, `.`, `..`, or holding CR, LF or TAB.
+pub fn encode_path_segment(value: &str) -> Result<String, &'static str> {
+    if value.is_empty() {
+        return Err("a path segment cannot be empty");
+    }
+    if value == "." || value == ".." {
+        return Err("a path segment cannot be `.` or `..`");
+    }
+    if value.bytes().any(|b| matches!(b, b'\r' | b'\n' | b'\t')) {
+        return Err("a path segment cannot hold CR, LF or TAB");
+    }
+    Ok(utf8_percent_encode(value, SEGMENT).to_string())
+}
+
+/// Check a header value: CR, LF and NUL are refused, never stripped.
+pub fn header_value(value: &str) -> Result<HeaderValue, &'static str> {
+    if value.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0)) {
+        return Err("a header value cannot hold CR, LF or NUL");
+    }
+    HeaderValue::from_str(value).map_err(|_| "not a valid header value")
+}
+
+/// One call's request, built from its arguments by generated code.
+///
+/// Mistakes are collected, not thrown: the first one is reported by the call as an
+/// [`ErrorKind::InvalidRequest`](crate::ErrorKind::InvalidRequest) before anything is
+/// sent.
+#[derive(Debug)]
+pub struct RequestBuilder {
+    pub(crate) spec: &'static EndpointSpec,
+    pub(crate) path_values: Vec<String>,
+    pub(crate) query: String,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: RequestBody,
+    pub(crate) error: Option<InvalidRequest>,
+}
+
+impl RequestBuilder {
+    /// Start the request of `spec`.
+    pub fn new(spec: &'static EndpointSpec) -> Self {
+        RequestBuilder {
+            spec,
+            path_values: Vec::new(),
+            query: String::new(),
+            headers: HeaderMap::new(),
+            body: RequestBody::Empty,
+            error: None,
+        }
+    }
+
+    fn fail(&mut self, name: &str, reason: &'static str) {
+        if self.error.is_none() {
+            self.error = Some(InvalidRequest {
+                name: name.to_owned(),
+                reason,
+            });
+        }
+    }
+
+    /// The next path parameter, in template order.
+    pub fn path(&mut self, name: &str, value: &dyn fmt::Display) -> &mut Self {
+        match encode_path_segment(&value.to_string()) {
+            Ok(seg) => self.path_values.push(seg),
+            Err(reason) => {
+                self.path_values.push(String::new());
+                self.fail(name, reason);
+            }
+        }
+        self
+    }
+
+    /// A query parameter: a scalar under `name`, an `Option` (left out when `None`),
+    /// a sequence (repeated), or a `Serialize` struct (flattened, `name` unused).
+    pub fn query<T: Serialize + ?Sized>(&mut self, name: &str, value: &T) -> &mut Self {
+        let pair = serde_urlencoded::to_string([(name, value)]);
+        let encoded = match pair {
+            Ok(s) => Ok(s),
+            Err(_) => serde_urlencoded::to_string(value),
+        };
+        match encoded {
+            Ok(s) if s.is_empty() => {}
+            Ok(s) => {
+                if !self.query.is_empty() {
+                    self.query.push('&');
+                }
+                self.query.push_str(&s);
+            }
+            Err(_) => self.fail(name, "cannot be encoded as a query parameter"),
+        }
+        self
+    }
+
+    /// A header; `Option` values that are `None` are left out by generated code.
+    pub fn header(&mut self, name: &'static str, value: &dyn fmt::Display) -> &mut Self {
+        let header_name = match HeaderName::from_bytes(name.as_bytes()) {
+            Ok(n) => n,
+            Err(_) => {
+                self.fail(name, "not a valid header name");
+                return self;
+            }
+        };
+        match header_value(&value.to_string()) {
+            Ok(mut v) => {
+                if self.spec.secrets.iter().any(|s| s.eq_ignore_ascii_case(name)) {
+                    v.set_sensitive(true);
+                }
+                self.headers.append(header_name, v);
+            }
+            Err(reason) => self.fail(name, reason),
+        }
+        self
+    }
+
+    /// A JSON body.
+    pub fn json<T: Serialize + ?Sized>(&mut self, name: &str, value: &T) -> &mut Self {
+        match serde_json::to_vec(value) {
+            Ok(v) => self.set_body(Bytes::from(v), "application/json"),
+            Err(_) => self.fail(name, "cannot be encoded as JSON"),
+        }
+        self
+    }
+
+    /// A form body (`application/x-www-form-urlencoded`).
+    pub fn form<T: Serialize + ?Sized>(&mut self, name: &str, value: &T) -> &mut Self {
+        match serde_urlencoded::to_string(value) {
+            Ok(v) => self.set_body(Bytes::from(v), "application/x-www-form-urlencoded"),
+            Err(_) => self.fail(name, "cannot be encoded as a form"),
+        }
+        self
+    }
+
+    /// Raw bytes, sent as they are.
+    pub fn raw(&mut self, value: impl AsRef<[u8]>) -> &mut Self {
+        self.set_body(
+            Bytes::copy_from_slice(value.as_ref()),
+            "application/octet-stream",
+        );
+        self
+    }
+
+    /// A streamed body: sent once, never replayed.
+    pub fn stream(&mut self, value: BodyStream) -> &mut Self {
+        self.body = RequestBody::Stream(value);
+        self
+    }
+
+    fn set_body(&mut self, bytes: Bytes, content_type: &'static str) {
+        if !self.headers.contains_key(http::header::CONTENT_TYPE) {
+            self.headers.insert(
+                http::header::CONTENT_TYPE,
+                HeaderValue::from_static(content_type),
+            );
+        }
+        self.body = RequestBody::Bytes(bytes);
+    }
+
+    /// The path with every parameter filled in (no base URL, no query).
+    pub(crate) fn render_path(&self) -> String {
+        let mut out = String::with_capacity(self.spec.template.len() + 16);
+        for part in self.spec.path {
+            match part {
+                PathPart::Lit(s) => out.push_str(s),
+                PathPart::Param(i) => {
+                    if let Some(v) = self.path_values.get(*i) {
+                        out.push_str(v);
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segment_encodes_reserved_characters_once() {
+        assert_eq!(encode_path_segment("a/b?x=1#y%2e"), Ok("a%2Fb%3Fx=1%23y%252e".into()));
+        assert_eq!(encode_path_segment("café"), Ok("caf%C3%A9".into()));
+        assert_eq!(encode_path_segment("a b"), Ok("a%20b".into()));
+        assert_eq!(encode_path_segment("..."), Ok("...".into()));
+    }
+
+    #[test]
+    fn segment_refuses_shape_changing_values() {
+        for bad in ["", ".", "..", "a\rb", "a\nb", "a\tb"] {
+            assert!(encode_path_segment(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn header_refuses_crlf_and_nul() {
+        assert!(header_value("ok value").is_ok());
+        for bad in ["a\rb", "a\nb", "a\0b"] {
+            assert!(header_value(bad).is_err());
+        }
+    }
+}

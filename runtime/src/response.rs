@@ -1,0 +1,365 @@
+//! What a call returns: decoded values, a wrapper with status and headers, or a
+//! streamed body.
+//!
+//! # When to use
+//! Declare the result type on the trait method: any `DeserializeOwned` type (JSON),
+//! `()`, `String`, [`Bytes`], [`Response<T>`] for the status and headers too, or
+//! [`ResponseStream`] to read a large body chunk by chunk after the call returns.
+//!
+//! # Defaults
+//! A JSON endpoint accepts `application/json`, any `+json` type, `text/plain`,
+//! `application/octet-stream`, or no content type; anything else (an HTML error page)
+//! is [`ErrorKind::UnexpectedContentType`]. A streamed body stays bounded by the call's
+//! total deadline and by an idle limit between chunks (the attempt timeout, or 30 s).
+//!
+//! # Example
+//! ```no_run
+//! use resilient_api::{resilient_api, ApiError, Response, ResponseStream};
+//!
+//! #[resilient_api(base_url = "http://127.0.0.1:8080", timeout(attempt = "5s"))]
+//! pub trait Files {
+//!     #[get("/files/{name}")]
+//!     async fn download(&self, name: &str) -> Result<ResponseStream, ApiError>;
+//!     #[get("/files/{name}/meta")]
+//!     async fn meta(&self, name: &str) -> Result<Response<String>, ApiError>;
+//! }
+//!
+//! # async fn run(api: FilesClient) -> Result<(), ApiError> {
+//! let mut file = api.download("report.csv").await?;
+//! while let Some(chunk) = file.chunk().await? {
+//!     let _ = chunk.len();
+//! }
+//! let meta = api.meta("report.csv").await?;
+//! println!("{} {:?}", meta.status(), meta.headers().get("etag"));
+//! # Ok(()) }
+//! ```
+
+use std::fmt;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use http::{HeaderMap, StatusCode};
+use tokio::time::Instant;
+
+use crate::error::{ApiError, ErrorKind};
+use crate::transport::ResponseBody;
+
+/// A decoded value with the response's status and headers.
+#[derive(Clone, Debug)]
+pub struct Response<T> {
+    status: StatusCode,
+    headers: HeaderMap,
+    value: T,
+}
+
+impl<T> Response<T> {
+    /// The status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The headers.
+    pub fn headers(&self) -> &HeaderMap {
+        &self.headers
+    }
+
+    /// The decoded value.
+    pub fn value(&self) -> &T {
+        &self.value
+    }
+
+    /// The decoded value, by value.
+    pub fn into_value(self) -> T {
+        self.value
+    }
+}
+
+/// A response whose body is read after the call returned, chunk by chunk.
+///
+/// Reading stays bounded by the call's total deadline and by an idle limit between
+/// chunks; dropping it aborts the transfer.
+pub struct ResponseStream {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: ResponseBody,
+    deadline: Option<Instant>,
+    idle: Duration,
+    limit: u64,
+    read: u64,
+    endpoint: &'static str,
+}
+
+impl ResponseStream {
+    pub(crate) fn new(
+        status: StatusCode,
+        headers: HeaderMap,
+        body: ResponseBody,
+        deadline: Option<Instant>,
+        idle: Duration,
+        limit: u64,
+        endpoint: &'static str,
+    ) -> Self {
+        ResponseStream {
+            status,
+            headers,
+            body,
+            deadline,
+            idle,
+            limit,
+            read: 0,
+            endpoint,
+        }
+    }
+
+    /// The status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The headers.
+    pub fn headers(&self) -> &HeaderMap {
+        &self.headers
+    }
+
+    fn fail(&self, kind: ErrorKind, message: &'static str) -> ApiError {
+        let mut e = ApiError::new(kind).with_message(message);
+        e.set_endpoint(self.endpoint);
+        e
+    }
+
+    /// The next chunk, or `None` at the end.
+    pub async fn chunk(&mut self) -> Result<Option<Bytes>, ApiError> {
+        let idle_end = Instant::now() + self.idle;
+        let (until, kind) = match self.deadline {
+            Some(d) if d <= idle_end => (d, ErrorKind::Deadline),
+            _ => (idle_end, ErrorKind::AttemptTimeout),
+        };
+        match tokio::time::timeout_at(until, self.body.next()).await {
+            Err(_) => Err(self.fail(
+                kind,
+                if kind == ErrorKind::Deadline {
+                    "while reading the streamed body"
+                } else {
+                    "no data within the idle limit while reading the streamed body"
+                },
+            )),
+            Ok(None) => Ok(None),
+            Ok(Some(Err(e))) => Err(self.fail(ErrorKind::Transport, "while reading the streamed body").with_source(e)),
+            Ok(Some(Ok(bytes))) => {
+                self.read = self.read.saturating_add(bytes.len() as u64);
+                if self.read > self.limit {
+                    return Err(self.fail(ErrorKind::BodyTooLarge, "streamed body over the limit"));
+                }
+                Ok(Some(bytes))
+            }
+        }
+    }
+
+    /// Read the rest of the body into memory (still bounded by the size limit).
+    pub async fn bytes(mut self) -> Result<Bytes, ApiError> {
+        let mut buf = BytesMut::new();
+        while let Some(c) = self.chunk().await? {
+            buf.extend_from_slice(&c);
+        }
+        Ok(buf.freeze())
+    }
+
+    /// Read the rest of the body as UTF-8 text.
+    pub async fn text(self) -> Result<String, ApiError> {
+        let endpoint = self.endpoint;
+        let b = self.bytes().await?;
+        String::from_utf8(b.to_vec()).map_err(|_| {
+            let mut e = ApiError::new(ErrorKind::Decode).with_message("body is not UTF-8");
+            e.set_endpoint(endpoint);
+            e
+        })
+    }
+}
+
+impl fmt::Debug for ResponseStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseStream")
+            .field("status", &self.status)
+            .field("headers", &crate::observe::Redacted(&self.headers))
+            .finish_non_exhaustive()
+    }
+}
+
+/// A response as the pipeline hands it to a decoder.
+#[derive(Debug)]
+pub struct RawResponse {
+    /// The status.
+    pub status: StatusCode,
+    /// The headers.
+    pub headers: HeaderMap,
+    /// The body.
+    pub body: RawBody,
+    /// The endpoint's name, for errors.
+    pub endpoint: &'static str,
+}
+
+/// A body, read whole or still streaming.
+#[derive(Debug)]
+pub enum RawBody {
+    /// Read whole (bounded by the size limit).
+    Buffered(Bytes),
+    /// Still to read.
+    Streaming(ResponseStream),
+}
+
+pub mod decode {
+    //! How a response becomes the method's result type. Chosen by the macro from the
+    //! syntax of the result type.
+
+    use super::*;
+    use serde::de::DeserializeOwned;
+    use std::marker::PhantomData;
+
+    /// Turns a response into a value.
+    pub trait Decoder {
+        /// The value.
+        type Output: Send + 'static;
+        /// Whether the body is handed over unread.
+        const STREAMING: bool = false;
+        /// Decode.
+        fn decode(raw: RawResponse) -> Result<Self::Output, ApiError>;
+    }
+
+    fn decode_error(raw: &RawResponse, len: usize, what: String) -> ApiError {
+        let ct = raw
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("none");
+        let mut e = ApiError::new(ErrorKind::Decode).with_message(format!(
+            "{what} (status {}, content type {ct}, {len} bytes)",
+            raw.status.as_u16()
+        ));
+        e.set_endpoint(raw.endpoint);
+        e
+    }
+
+    fn buffered(raw: &RawResponse) -> &[u8] {
+        match &raw.body {
+            RawBody::Buffered(b) => b,
+            RawBody::Streaming(_) => &[],
+        }
+    }
+
+    fn json_content_type(headers: &HeaderMap) -> bool {
+        let Some(ct) = headers.get(http::header::CONTENT_TYPE) else {
+            return true;
+        };
+        let Ok(ct) = ct.to_str() else { return false };
+        let essence = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        essence.is_empty()
+            || essence == "application/json"
+            || essence.ends_with("+json")
+            || essence == "text/json"
+            || essence == "text/plain"
+            || essence == "application/octet-stream"
+    }
+
+    /// JSON into `T`.
+    pub struct Json<T>(PhantomData<fn() -> T>);
+
+    impl<T: DeserializeOwned + Send + 'static> Decoder for Json<T> {
+        type Output = T;
+        fn decode(raw: RawResponse) -> Result<T, ApiError> {
+            let body = buffered(&raw);
+            if !json_content_type(&raw.headers) {
+                let ct = raw
+                    .headers
+                    .get(http::header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("?");
+                let mut e = ApiError::new(ErrorKind::UnexpectedContentType)
+                    .with_message(format!("expected JSON, got `{ct}` ({} bytes)", body.len()));
+                e.set_endpoint(raw.endpoint);
+                return Err(e);
+            }
+            serde_json::from_slice(body).map_err(|e| {
+                let what = match e.classify() {
+                    serde_json::error::Category::Io => "i/o error",
+                    serde_json::error::Category::Syntax => "invalid JSON",
+                    serde_json::error::Category::Data => "JSON of the wrong shape",
+                    serde_json::error::Category::Eof => "JSON cut short",
+                };
+                decode_error(&raw, body.len(), format!("{what} at line {} column {}", e.line(), e.column()))
+            })
+        }
+    }
+
+    /// UTF-8 text.
+    pub struct Text;
+
+    impl Decoder for Text {
+        type Output = String;
+        fn decode(raw: RawResponse) -> Result<String, ApiError> {
+            let body = buffered(&raw);
+            std::str::from_utf8(body)
+                .map(str::to_owned)
+                .map_err(|e| decode_error(&raw, body.len(), format!("not UTF-8 at byte {}", e.valid_up_to())))
+        }
+    }
+
+    /// The body's bytes.
+    pub struct RawBytes;
+
+    impl Decoder for RawBytes {
+        type Output = Bytes;
+        fn decode(raw: RawResponse) -> Result<Bytes, ApiError> {
+            Ok(match raw.body {
+                RawBody::Buffered(b) => b,
+                RawBody::Streaming(_) => Bytes::new(),
+            })
+        }
+    }
+
+    /// Nothing: the body is ignored.
+    pub struct Unit;
+
+    impl Decoder for Unit {
+        type Output = ();
+        fn decode(_raw: RawResponse) -> Result<(), ApiError> {
+            Ok(())
+        }
+    }
+
+    /// The body unread, as a [`ResponseStream`].
+    pub struct Streamed;
+
+    impl Decoder for Streamed {
+        type Output = ResponseStream;
+        const STREAMING: bool = true;
+        fn decode(raw: RawResponse) -> Result<ResponseStream, ApiError> {
+            match raw.body {
+                RawBody::Streaming(s) => Ok(s),
+                RawBody::Buffered(b) => Ok(ResponseStream::new(
+                    raw.status,
+                    raw.headers,
+                    ResponseBody::full(b),
+                    None,
+                    Duration::from_secs(30),
+                    u64::MAX,
+                    raw.endpoint,
+                )),
+            }
+        }
+    }
+
+    /// `D`'s value with the status and headers.
+    pub struct Wrapped<D>(PhantomData<fn() -> D>);
+
+    impl<D: Decoder> Decoder for Wrapped<D> {
+        type Output = Response<D::Output>;
+        const STREAMING: bool = D::STREAMING;
+        fn decode(raw: RawResponse) -> Result<Self::Output, ApiError> {
+            let status = raw.status;
+            let headers = raw.headers.clone();
+            let value = D::decode(raw)?;
+            Ok(Response { status, headers, value })
+        }
+    }
+}

@@ -1,0 +1,483 @@
+//! A retry budget: retries may be at most a fixed fraction of recent traffic, plus a small floor.
+//!
+//! # When to use
+//! One budget is shared by every call of a client (it is on by default). Each first
+//! attempt of a call [`deposit`](RetryBudget::deposit)s; each retry or hedge must
+//! [`withdraw`](RetryBudget::withdraw) first, and a refused withdrawal ends the call
+//! with its last error.
+//!
+//! Why a budget and not just a maximum retry count: with `max = 3`, a host that fails
+//! every request receives four times its normal load exactly when it can least take
+//! it, and every client layer that retries multiplies that again. A budget keeps
+//! retries a bounded fraction of the traffic (20% by default): when failures are rare
+//! every failure is retried, and when everything fails the extra load stays at about
+//! 1.2×, so a struggling host can recover. The floor lets a client with little traffic
+//! still retry. This is the design of Finagle's `RetryBudget` and tower's `TpsBudget`.
+//!
+//! # Precisely
+//! Deposits and withdrawals are counted in 10 buckets, each `ttl / 10` wide, counted
+//! from the `now` given to [`RetryBudget::new`]; an event stops counting when its
+//! bucket falls out of the 10 most recent, that is between `0.9 × ttl` and `ttl`
+//! after it happened (always by `ttl`). A withdrawal succeeds when
+//!
+//! ```text
+//! min_per_sec × ttl  +  retry_ratio × (deposits counted)  −  (withdrawals counted)  ≥  1
+//! ```
+//!
+//! So the floor is `min_per_sec × ttl` retries (100 with the defaults) that may be
+//! spent in any `ttl` window even with no traffic at all, in one burst if need be;
+//! spent retries count against the budget until they expire like deposits do.
+//! `retry_ratio` is used with a resolution of 1/10 000. Time is passed in, never read.
+//!
+//! # Defaults
+//! [`BudgetConfig::DEFAULT`]: `ttl` 10 s, `min_per_sec` 10, `retry_ratio` 0.2.
+//!
+//! # Example
+//! ```
+//! use std::time::Duration;
+//! use resilient_api::retry::budget::{BudgetConfig, RetryBudget};
+//! use tokio::time::Instant;
+//!
+//! let now = Instant::now();
+//! let config = BudgetConfig { min_per_sec: 0, ..BudgetConfig::DEFAULT };
+//! let budget = RetryBudget::new(config, now);
+//! assert!(!budget.withdraw(now)); // no traffic yet, no floor: no retry
+//! for _ in 0..10 {
+//!     budget.deposit(now); // ten calls...
+//! }
+//! assert!(budget.withdraw(now)); // ...pay for two retries
+//! assert!(budget.withdraw(now));
+//! assert!(!budget.withdraw(now));
+//! // Ten seconds later those calls no longer count.
+//! assert!(!budget.withdraw(now + Duration::from_secs(10)));
+//! ```
+
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// How many buckets the `ttl` window is split into.
+const SLOTS: usize = 10;
+/// The cost of one retry, in budget units; a deposit earns `retry_ratio × UNIT`.
+const UNIT: i64 = 10_000;
+/// The largest floor, in units: far more retries than any client makes, and far from
+/// overflowing when added to the buckets.
+const MAX_RESERVE: i64 = i64::MAX / 4;
+
+/// The settings of a [`RetryBudget`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BudgetConfig {
+    /// How long a deposit (or a spent retry) counts. Default 10 s; less than 1 s is
+    /// treated as 1 s.
+    pub ttl: Duration,
+    /// The floor: `min_per_sec × ttl` retries are allowed in any `ttl` window even
+    /// without traffic. Default 10.
+    pub min_per_sec: u32,
+    /// Retries earned per call: 0.2 lets 20% of calls be retried. Default 0.2;
+    /// clamped to `[0, 1000]`, and `NaN` counts as 0.
+    pub retry_ratio: f32,
+}
+
+impl BudgetConfig {
+    /// `ttl` 10 s, `min_per_sec` 10, `retry_ratio` 0.2.
+    pub const DEFAULT: BudgetConfig = BudgetConfig {
+        ttl: Duration::from_secs(10),
+        min_per_sec: 10,
+        retry_ratio: 0.2,
+    };
+}
+
+impl Default for BudgetConfig {
+    /// [`BudgetConfig::DEFAULT`].
+    fn default() -> Self {
+        BudgetConfig::DEFAULT
+    }
+}
+
+/// A thread-safe retry budget shared by the calls of one client. See the
+/// [module docs](self) for what it allows, exactly.
+///
+/// Every method takes `&self` and the current time; none allocates.
+#[derive(Debug)]
+pub struct RetryBudget {
+    /// Bucket 0 starts here.
+    start: Instant,
+    /// The width of one bucket in nanoseconds (at least 100 ms).
+    slot_nanos: u128,
+    /// The floor, in units.
+    reserve: i64,
+    /// What one deposit earns, in units.
+    deposit: i64,
+    state: Mutex<Window>,
+}
+
+/// The sliding window: net units per bucket, and the bucket `now` is in.
+#[derive(Debug)]
+struct Window {
+    slots: [i64; SLOTS],
+    /// The number of the newest bucket; its units are in `slots[epoch % SLOTS]`.
+    epoch: u64,
+}
+
+impl RetryBudget {
+    /// A budget with nothing deposited; its buckets are counted from `now`.
+    #[must_use]
+    pub fn new(config: BudgetConfig, now: Instant) -> Self {
+        let ttl = config.ttl.max(Duration::from_secs(1));
+        let ttl_nanos = ttl.as_nanos();
+        let ratio = if config.retry_ratio.is_nan() {
+            0.0
+        } else {
+            f64::from(config.retry_ratio).clamp(0.0, 1000.0)
+        };
+        // At most 1000 × UNIT: the cast cannot truncate.
+        let deposit = (ratio * UNIT as f64).round() as i64;
+        let reserve = ttl_nanos
+            .saturating_mul(u128::from(config.min_per_sec))
+            .saturating_mul(UNIT as u128)
+            / 1_000_000_000;
+        let reserve = i64::try_from(reserve)
+            .unwrap_or(MAX_RESERVE)
+            .min(MAX_RESERVE);
+        RetryBudget {
+            start: now,
+            slot_nanos: ttl_nanos / SLOTS as u128,
+            reserve,
+            deposit,
+            state: Mutex::new(Window {
+                slots: [0; SLOTS],
+                epoch: 0,
+            }),
+        }
+    }
+
+    /// Records a first attempt of a call, which earns `retry_ratio` retries.
+    pub fn deposit(&self, now: Instant) {
+        let mut window = self.window(now);
+        let slot = window.current();
+        *slot = slot.saturating_add(self.deposit);
+    }
+
+    /// Asks for one retry (or hedge). `true`: go ahead, it has been counted. `false`:
+    /// the budget is exhausted and the call must not be retried.
+    #[must_use]
+    pub fn withdraw(&self, now: Instant) -> bool {
+        let mut window = self.window(now);
+        let available =
+            i128::from(self.reserve) + window.slots.iter().map(|&s| i128::from(s)).sum::<i128>();
+        if available < i128::from(UNIT) {
+            return false;
+        }
+        let slot = window.current();
+        *slot = slot.saturating_sub(UNIT);
+        true
+    }
+
+    /// Locks the window and moves it forward to `now`.
+    fn window(&self, now: Instant) -> MutexGuard<'_, Window> {
+        // The critical sections cannot panic, but never let a poisoned lock stop retries.
+        let mut window = self
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let elapsed = now.saturating_duration_since(self.start).as_nanos();
+        let epoch = u64::try_from(elapsed / self.slot_nanos).unwrap_or(u64::MAX);
+        window.advance(epoch);
+        window
+    }
+}
+
+impl Window {
+    /// Clears the buckets that fall out of the window when the newest bucket becomes
+    /// `epoch`. A `now` older than the newest bucket (callers racing) counts in the
+    /// newest bucket.
+    fn advance(&mut self, epoch: u64) {
+        if epoch <= self.epoch {
+            return;
+        }
+        let gap = epoch - self.epoch;
+        if gap >= SLOTS as u64 {
+            self.slots = [0; SLOTS];
+        } else {
+            for k in 1..=gap {
+                self.slots[slot_index(self.epoch + k)] = 0;
+            }
+        }
+        self.epoch = epoch;
+    }
+
+    fn current(&mut self) -> &mut i64 {
+        &mut self.slots[slot_index(self.epoch)]
+    }
+}
+
+fn slot_index(epoch: u64) -> usize {
+    // The remainder is below SLOTS, so it fits a usize.
+    (epoch % SLOTS as u64) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn config(ttl_secs: u64, min_per_sec: u32, retry_ratio: f32) -> BudgetConfig {
+        BudgetConfig {
+            ttl: Duration::from_secs(ttl_secs),
+            min_per_sec,
+            retry_ratio,
+        }
+    }
+
+    fn withdrawals(budget: &RetryBudget, now: Instant) -> usize {
+        let mut n = 0;
+        while budget.withdraw(now) {
+            n += 1;
+            assert!(n <= 1_000_000, "budget never ran out");
+        }
+        n
+    }
+
+    #[test]
+    fn default_config_is_10s_10_per_sec_20_percent() {
+        assert_eq!(BudgetConfig::default(), config(10, 10, 0.2));
+    }
+
+    #[test]
+    fn ten_deposits_at_20_percent_allow_exactly_two_retries() {
+        let t0 = Instant::now();
+        let budget = RetryBudget::new(config(10, 0, 0.2), t0);
+        for _ in 0..10 {
+            budget.deposit(t0);
+        }
+        assert_eq!(withdrawals(&budget, t0), 2);
+    }
+
+    #[test]
+    fn nothing_deposited_and_no_floor_allows_no_retry() {
+        let t0 = Instant::now();
+        let budget = RetryBudget::new(config(10, 0, 0.2), t0);
+        assert!(!budget.withdraw(t0));
+    }
+
+    #[test]
+    fn deposits_expire_after_ttl() {
+        let t0 = Instant::now();
+        let budget = RetryBudget::new(config(10, 0, 0.2), t0);
+        for _ in 0..10 {
+            budget.deposit(t0);
+        }
+        // Still counted just before ttl (same window, bucket 9 of 10)...
+        let almost = t0 + Duration::from_millis(9_999);
+        assert!(budget.withdraw(almost));
+        // ...gone at ttl.
+        assert!(!budget.withdraw(t0 + Duration::from_secs(10)));
+    }
+
+    #[test]
+    fn deposits_expire_bucket_by_bucket() {
+        let t0 = Instant::now();
+        let budget = RetryBudget::new(config(10, 0, 1.0), t0);
+        budget.deposit(t0); // bucket 0
+        budget.deposit(t0 + Duration::from_secs(5)); // bucket 5
+        // At 10 s bucket 0 has expired, bucket 5 has not.
+        assert_eq!(withdrawals(&budget, t0 + Duration::from_secs(10)), 1);
+    }
+
+    #[test]
+    fn floor_allows_exactly_min_per_sec_times_ttl_per_window() {
+        let t0 = Instant::now();
+        let budget = RetryBudget::new(config(10, 10, 0.0), t0);
+        assert_eq!(withdrawals(&budget, t0), 100);
+        // Spent retries count until they expire...
+        assert!(!budget.withdraw(t0 + Duration::from_millis(9_999)));
+        // ...then the whole floor is available again.
+        assert_eq!(withdrawals(&budget, t0 + Duration::from_secs(10)), 100);
+    }
+
+    #[test]
+    fn floor_and_ratio_add_up() {
+        let t0 = Instant::now();
+        let budget = RetryBudget::new(BudgetConfig::DEFAULT, t0);
+        for _ in 0..50 {
+            budget.deposit(t0);
+        }
+        assert_eq!(withdrawals(&budget, t0), 100 + 10);
+    }
+
+    #[test]
+    fn no_floor_and_zero_ratio_never_allow_retries() {
+        let t0 = Instant::now();
+        let budget = RetryBudget::new(config(10, 0, 0.0), t0);
+        for _ in 0..1_000 {
+            budget.deposit(t0);
+        }
+        assert!(!budget.withdraw(t0));
+        assert!(!budget.withdraw(t0 + Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn zero_ttl_counts_as_one_second() {
+        let t0 = Instant::now();
+        let budget = RetryBudget::new(config(0, 5, 1.0), t0);
+        assert_eq!(withdrawals(&budget, t0), 5);
+        // With a 1 s window, the deposit pays for one more retry...
+        budget.deposit(t0 + Duration::from_millis(500));
+        assert_eq!(withdrawals(&budget, t0 + Duration::from_millis(999)), 1);
+        // ...and at 1 s the first five retries expire: the floor is back.
+        assert_eq!(withdrawals(&budget, t0 + Duration::from_secs(1)), 5);
+    }
+
+    #[test]
+    fn fractional_ttl_gives_a_fractional_floor() {
+        let t0 = Instant::now();
+        let budget = RetryBudget::new(
+            BudgetConfig {
+                ttl: Duration::from_millis(1_500),
+                min_per_sec: 3,
+                retry_ratio: 0.0,
+            },
+            t0,
+        );
+        // 3 × 1.5 = 4.5 retries: four whole ones.
+        assert_eq!(withdrawals(&budget, t0), 4);
+    }
+
+    #[test]
+    fn ratio_is_clamped_and_nan_is_zero() {
+        let t0 = Instant::now();
+        let budget = RetryBudget::new(config(10, 0, 5_000.0), t0);
+        budget.deposit(t0);
+        assert_eq!(withdrawals(&budget, t0), 1_000);
+
+        for ratio in [-1.0, f32::NAN, f32::NEG_INFINITY] {
+            let budget = RetryBudget::new(config(10, 0, ratio), t0);
+            budget.deposit(t0);
+            assert!(!budget.withdraw(t0), "{ratio}");
+        }
+    }
+
+    #[test]
+    fn ratio_below_one_is_not_rounded_to_a_whole_divisor() {
+        // tower's integer divisor would make 0.3 behave like 1/3.
+        let t0 = Instant::now();
+        let budget = RetryBudget::new(config(10, 0, 0.3), t0);
+        for _ in 0..100 {
+            budget.deposit(t0);
+        }
+        assert_eq!(withdrawals(&budget, t0), 30);
+    }
+
+    #[test]
+    fn time_going_backwards_counts_in_the_newest_bucket() {
+        let t0 = Instant::now();
+        let later = t0 + Duration::from_secs(5);
+        let budget = RetryBudget::new(config(10, 0, 1.0), later);
+        budget.deposit(later + Duration::from_secs(3));
+        assert!(budget.withdraw(t0));
+        assert!(!budget.withdraw(later));
+    }
+
+    #[test]
+    fn extreme_settings_do_not_overflow() {
+        let t0 = Instant::now();
+        let budget = RetryBudget::new(
+            BudgetConfig {
+                ttl: Duration::MAX,
+                min_per_sec: u32::MAX,
+                retry_ratio: f32::INFINITY,
+            },
+            t0,
+        );
+        for _ in 0..1_000 {
+            budget.deposit(t0);
+            assert!(budget.withdraw(t0));
+        }
+        let far = t0 + Duration::from_secs(1 << 40);
+        assert!(budget.withdraw(far));
+    }
+
+    #[test]
+    fn is_send_sync_and_exact_under_contention() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<RetryBudget>();
+
+        let t0 = Instant::now();
+        let budget = RetryBudget::new(config(10, 10, 0.0), t0);
+        let granted: usize = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| s.spawn(|| (0..50).filter(|_| budget.withdraw(t0)).count()))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap_or(0)).sum()
+        });
+        assert_eq!(granted, 100);
+        assert!(!format!("{budget:?}").is_empty());
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Deposit,
+        Withdraw,
+        Advance(u64),
+    }
+
+    proptest! {
+        /// The ring of buckets agrees with a naive model that keeps every event and
+        /// counts those in the 10 most recent buckets.
+        #[test]
+        fn matches_a_naive_model_of_the_window(
+            ttl_ms in 0u64..30_000,
+            min_per_sec in 0u32..20,
+            ratio in prop_oneof![Just(0.0f32), 0.0f32..2.0],
+            ops in proptest::collection::vec(
+                prop_oneof![
+                    3 => Just(Op::Deposit),
+                    3 => Just(Op::Withdraw),
+                    1 => (0u64..5_000).prop_map(Op::Advance),
+                ],
+                0..400,
+            ),
+        ) {
+            let t0 = Instant::now();
+            let budget = RetryBudget::new(
+                BudgetConfig { ttl: Duration::from_millis(ttl_ms), min_per_sec, retry_ratio: ratio },
+                t0,
+            );
+            let ttl_ms = ttl_ms.max(1_000);
+            let bucket_ns = u128::from(ttl_ms) * 1_000_000 / 10;
+            let reserve = i64::from(min_per_sec) * ttl_ms as i64 * UNIT / 1_000;
+            let deposit = (f64::from(ratio) * UNIT as f64).round() as i64;
+            let mut elapsed_ms = 0u64;
+            let mut events: Vec<(u128, i64)> = Vec::new(); // (bucket, units)
+            let mut granted = 0u32;
+            for op in ops {
+                let now = t0 + Duration::from_millis(elapsed_ms);
+                let bucket = u128::from(elapsed_ms) * 1_000_000 / bucket_ns;
+                match op {
+                    Op::Deposit => {
+                        budget.deposit(now);
+                        events.push((bucket, deposit));
+                    }
+                    Op::Withdraw => {
+                        let counted: i64 = events
+                            .iter()
+                            .filter(|(b, _)| b + 10 > bucket)
+                            .map(|(_, units)| units)
+                            .sum();
+                        let expected = reserve + counted >= UNIT;
+                        prop_assert_eq!(budget.withdraw(now), expected);
+                        if expected {
+                            granted += 1;
+                            events.push((bucket, -UNIT));
+                        }
+                    }
+                    Op::Advance(ms) => elapsed_ms += ms,
+                }
+            }
+            if min_per_sec == 0 && ratio == 0.0 {
+                prop_assert_eq!(granted, 0);
+            }
+        }
+    }
+}

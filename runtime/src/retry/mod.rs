@@ -1,0 +1,72 @@
+//! Retries: what may be retried, how long to wait, and how much retrying a host can take.
+//!
+//! # When to use
+//! Every endpoint has a retry policy; `retry(max = 0)` turns retries off. Whether a
+//! failure is retried depends on whether the request may already have run:
+//!
+//! | outcome | retried |
+//! |---|---|
+//! | connect refused, DNS failure (never sent) | any method |
+//! | reset, broken pipe, attempt timeout, body cut short | idempotent only |
+//! | status in the retry set | idempotent only |
+//! | any other status, decode failure | never |
+//! | cancelled, deadline passed, rejected by a policy | never |
+//!
+//! # Defaults
+//! `max = 2` (three attempts), exponential backoff with full jitter (200 ms base, ×2,
+//! 30 s cap), retry on 408, 425, 429, 500, 502, 503 and 504, `Retry-After` honoured up
+//! to 60 s, and a [retry budget](budget) per partition.
+//!
+//! # Example
+//! ```
+//! use resilient_api::retry::RetryPolicy;
+//! let p = RetryPolicy::DEFAULT;
+//! assert_eq!(p.max, 2);
+//! assert!(p.retries_status(503));
+//! assert!(!p.retries_status(404));
+//! ```
+
+use std::time::Duration;
+
+pub mod backoff;
+pub mod budget;
+pub mod retry_after;
+
+use backoff::Backoff;
+
+/// The statuses retried unless an endpoint says otherwise.
+pub const DEFAULT_RETRY_ON: &[u16] = &[408, 425, 429, 500, 502, 503, 504];
+
+/// Retry settings of one endpoint. Const-constructible.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt: `max = 2` is three attempts.
+    pub max: u32,
+    /// Waits between attempts.
+    pub backoff: Backoff,
+    /// Statuses that may be retried (idempotent endpoints only).
+    pub on: &'static [u16],
+    /// The longest `Retry-After` honoured.
+    pub retry_after_cap: Duration,
+}
+
+impl RetryPolicy {
+    /// Two retries, default backoff, default statuses, 60 s `Retry-After` cap.
+    pub const DEFAULT: RetryPolicy = RetryPolicy {
+        max: 2,
+        backoff: Backoff::DEFAULT,
+        on: DEFAULT_RETRY_ON,
+        retry_after_cap: retry_after::DEFAULT_RETRY_AFTER_CAP,
+    };
+
+    /// Whether `status` is in the retry set.
+    pub fn retries_status(&self, status: u16) -> bool {
+        self.on.contains(&status)
+    }
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy::DEFAULT
+    }
+}

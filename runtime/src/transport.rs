@@ -1,0 +1,270 @@
+//! The wire: a trait that sends one HTTP request, and its reqwest implementation.
+//!
+//! # When to use
+//! The default transport is reqwest with one shared connection pool per client. Pass
+//! your own `reqwest::Client` with [`ClientBuilder::reqwest_client`] to tune TLS,
+//! proxies or pool sizes, or implement [`Transport`] to put something else on the wire
+//! (the [`testing`](crate::testing) module's scripted transport does).
+//!
+//! # Defaults
+//! A `reqwest::Client` with redirects turned off: redirects are followed by the
+//! pipeline, which bounds them, counts them against the deadline and drops credentials
+//! when the origin changes.
+//!
+//! # Example
+//! ```
+//! use resilient_api::transport::{HttpRequest, HttpResponse, Transport, TransportError};
+//! use std::{future::Future, pin::Pin};
+//!
+//! /// A transport that answers every request with 204.
+//! struct NoContent;
+//! impl Transport for NoContent {
+//!     fn send(&self, _req: HttpRequest)
+//!         -> Pin<Box<dyn Future<Output = Result<HttpResponse, TransportError>> + Send>> {
+//!         Box::pin(async { Ok(HttpResponse::new(http::StatusCode::NO_CONTENT, http::HeaderMap::new())) })
+//!     }
+//! }
+//! ```
+//!
+//! [`ClientBuilder::reqwest_client`]: crate::ClientBuilder::reqwest_client
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use futures_core::Stream;
+use http::{HeaderMap, Method, StatusCode};
+use url::Url;
+
+use crate::error::BoxError;
+use crate::request::RequestBody;
+
+/// A future returned by [`Transport::send`].
+pub type SendFuture = Pin<Box<dyn Future<Output = Result<HttpResponse, TransportError>> + Send>>;
+
+/// Sends one HTTP request and returns the response head with a body to read.
+///
+/// Dropping the returned future, or the response body, must abort the request.
+pub trait Transport: Send + Sync + 'static {
+    /// Send `request`.
+    fn send(&self, request: HttpRequest) -> SendFuture;
+}
+
+/// One request as it goes on the wire.
+#[derive(Debug)]
+pub struct HttpRequest {
+    /// The method.
+    pub method: Method,
+    /// The full URL, query included.
+    pub url: Url,
+    /// Every header (secret ones are marked sensitive).
+    pub headers: HeaderMap,
+    /// The body.
+    pub body: RequestBody,
+}
+
+/// The head of a response and its body, still to be read.
+#[derive(Debug)]
+pub struct HttpResponse {
+    /// The status.
+    pub status: StatusCode,
+    /// The headers.
+    pub headers: HeaderMap,
+    /// The body.
+    pub body: ResponseBody,
+}
+
+impl HttpResponse {
+    /// A response with an empty body.
+    pub fn new(status: StatusCode, headers: HeaderMap) -> Self {
+        HttpResponse {
+            status,
+            headers,
+            body: ResponseBody::empty(),
+        }
+    }
+}
+
+/// A response body: a stream of chunks that ends, fails, or is dropped.
+pub struct ResponseBody {
+    inner: BodyInner,
+}
+
+enum BodyInner {
+    Full(Option<Bytes>),
+    Stream(Pin<Box<dyn Stream<Item = Result<Bytes, TransportError>> + Send>>),
+}
+
+impl ResponseBody {
+    /// No body.
+    pub fn empty() -> Self {
+        ResponseBody {
+            inner: BodyInner::Full(None),
+        }
+    }
+
+    /// A body that is already in memory.
+    pub fn full(bytes: Bytes) -> Self {
+        ResponseBody {
+            inner: BodyInner::Full(Some(bytes)),
+        }
+    }
+
+    /// A body read chunk by chunk; an `Err` item means it was cut short.
+    pub fn stream<S>(stream: S) -> Self
+    where
+        S: Stream<Item = Result<Bytes, TransportError>> + Send + 'static,
+    {
+        ResponseBody {
+            inner: BodyInner::Stream(Box::pin(stream)),
+        }
+    }
+}
+
+impl Stream for ResponseBody {
+    type Item = Result<Bytes, TransportError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        match &mut self.get_mut().inner {
+            BodyInner::Full(b) => Poll::Ready(b.take().filter(|b| !b.is_empty()).map(Ok)),
+            BodyInner::Stream(s) => s.as_mut().poll_next(cx),
+        }
+    }
+}
+
+impl fmt::Debug for ResponseBody {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.inner {
+            BodyInner::Full(b) => write!(f, "ResponseBody({} bytes)", b.as_ref().map_or(0, Bytes::len)),
+            BodyInner::Stream(_) => f.write_str("ResponseBody(stream)"),
+        }
+    }
+}
+
+/// Where a transport failure happened, which decides whether it may be retried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TransportErrorKind {
+    /// Before the request was sent (connect refused, DNS failure): it never ran.
+    Connect,
+    /// After the request was sent (reset, broken pipe, body cut short): it may have run.
+    Io,
+}
+
+/// A failure on the wire.
+#[derive(Debug)]
+pub struct TransportError {
+    kind: TransportErrorKind,
+    message: &'static str,
+    source: Option<BoxError>,
+}
+
+impl TransportError {
+    /// The request was never sent.
+    pub fn connect(message: &'static str) -> Self {
+        TransportError {
+            kind: TransportErrorKind::Connect,
+            message,
+            source: None,
+        }
+    }
+
+    /// The connection failed after the request was sent.
+    pub fn io(message: &'static str) -> Self {
+        TransportError {
+            kind: TransportErrorKind::Io,
+            message,
+            source: None,
+        }
+    }
+
+    /// Attach the underlying cause.
+    pub fn with_source(mut self, source: impl Into<BoxError>) -> Self {
+        self.source = Some(source.into());
+        self
+    }
+
+    /// Where it failed.
+    pub fn kind(&self) -> TransportErrorKind {
+        self.kind
+    }
+}
+
+impl fmt::Display for TransportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.message)
+    }
+}
+
+impl StdError for TransportError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.source.as_ref().map(|s| &**s as &(dyn StdError + 'static))
+    }
+}
+
+#[cfg(feature = "reqwest")]
+pub use self::reqwest_transport::ReqwestTransport;
+
+#[cfg(feature = "reqwest")]
+mod reqwest_transport {
+    use super::*;
+    use futures_util::StreamExt;
+
+    /// The default transport: one `reqwest::Client` (one connection pool) per client.
+    #[derive(Clone, Debug)]
+    pub struct ReqwestTransport {
+        client: reqwest::Client,
+    }
+
+    impl ReqwestTransport {
+        /// Use `client` as it is. Turn its redirects off
+        /// (`redirect::Policy::none()`) to let the pipeline handle them.
+        pub fn new(client: reqwest::Client) -> Self {
+            ReqwestTransport { client }
+        }
+
+        /// A client with redirects turned off and otherwise reqwest's defaults.
+        pub fn default_client() -> Result<reqwest::Client, reqwest::Error> {
+            reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+        }
+    }
+
+    fn classify(e: reqwest::Error) -> TransportError {
+        if e.is_connect() {
+            TransportError::connect("connection failed").with_source(e)
+        } else if e.is_body() || e.is_decode() {
+            TransportError::io("response body cut short").with_source(e)
+        } else {
+            TransportError::io("request failed after it was sent").with_source(e)
+        }
+    }
+
+    impl Transport for ReqwestTransport {
+        fn send(&self, request: HttpRequest) -> SendFuture {
+            let mut builder = self
+                .client
+                .request(request.method, request.url)
+                .headers(request.headers);
+            builder = match request.body {
+                RequestBody::Empty => builder,
+                RequestBody::Bytes(b) => builder.body(b),
+                RequestBody::Stream(s) => builder.body(reqwest::Body::wrap_stream(s.inner)),
+            };
+            Box::pin(async move {
+                let response = builder.send().await.map_err(classify)?;
+                let status = response.status();
+                let headers = response.headers().clone();
+                let body = response.bytes_stream().map(|r| r.map_err(classify));
+                Ok(HttpResponse {
+                    status,
+                    headers,
+                    body: ResponseBody::stream(body),
+                })
+            })
+        }
+    }
+}
