@@ -213,6 +213,7 @@ pub(crate) struct ClientInner {
     pub(crate) endpoints: Vec<EndpointRuntime>,
     pub(crate) global: Option<Arc<Bulkhead>>,
     pub(crate) default_partition: Arc<Partition>,
+    pub(crate) coalescer: crate::coalesce::Coalescer,
 }
 
 /// The shared engine of one generated client plus its per-call options. Generated
@@ -522,6 +523,7 @@ impl<C: GeneratedClient> ClientBuilder<C> {
             endpoints,
             global: engine.inner.global.clone(),
             default_partition,
+            coalescer: Default::default(),
         };
         Ok(C::from_handle(Handle {
             inner: Arc::new(inner),

@@ -1,1 +1,169 @@
-//! TODO
+//! Request coalescing: identical calls in flight at the same time share one execution.
+//!
+//! # When to use
+//! On idempotent reads that many callers ask for at once (a config document, a hot
+//! key). With `#[coalesce]`, a call whose method, URL and headers equal those of a
+//! call already in flight joins it instead of sending its own request; the shared
+//! execution's retries serve every caller.
+//!
+//! Rules:
+//! - Every caller gets its own value, decoded from the shared bytes.
+//! - Callers are independent: one caller leaving (dropped, cancelled, or past its own
+//!   deadline) does not disturb the others. The shared execution is dropped, aborting
+//!   its request, only when the last caller has left.
+//! - Each caller's deadline and cancellation apply to that caller alone; the shared
+//!   execution has no deadline of its own and ends when its last caller leaves.
+//! - A call made after the shared execution finished starts a fresh one: nothing is
+//!   cached.
+//!
+//! # Defaults
+//! Off. Streamed results and streamed request bodies are never coalesced.
+//!
+//! # Example
+//! ```no_run
+//! use resilient_api::{resilient_api, ApiError};
+//!
+//! #[resilient_api(base_url = "http://127.0.0.1:8080", timeout(attempt = "1s"))]
+//! pub trait Config {
+//!     #[get("/config")]
+//!     #[coalesce]
+//!     async fn config(&self) -> Result<String, ApiError>;
+//! }
+//! ```
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use futures_util::FutureExt;
+use futures_util::future::{Shared, WeakShared};
+use http::{HeaderMap, StatusCode};
+
+use crate::client::ClientInner;
+use crate::error::ApiError;
+use crate::pipeline::{Call, Prepared};
+use crate::request::RequestBody;
+use crate::response::{RawBody, RawResponse};
+
+/// The answer of a shared execution, as every caller sees it.
+type Output = Result<Arc<Answer>, Arc<ApiError>>;
+type SharedCall = Shared<Pin<Box<dyn Future<Output = Output> + Send>>>;
+
+pub(crate) struct Answer {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+/// What makes two calls identical.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Key {
+    endpoint: usize,
+    url: String,
+    headers: Vec<(String, Vec<u8>)>,
+}
+
+/// In-flight shared executions of one client.
+#[derive(Default)]
+pub(crate) struct Coalescer {
+    calls: Mutex<HashMap<Key, WeakShared<Pin<Box<dyn Future<Output = Output> + Send>>>>>,
+}
+
+impl Coalescer {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, WeakShared<Pin<Box<dyn Future<Output = Output> + Send>>>>> {
+        self.calls.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Join the identical call in flight, or start one that others may join.
+pub(crate) async fn join(
+    inner: &Arc<ClientInner>,
+    index: usize,
+    prepared: Prepared,
+    attempts: &AtomicU32,
+) -> Result<RawResponse, ApiError> {
+    let mut headers: Vec<(String, Vec<u8>)> = prepared
+        .headers
+        .iter()
+        .map(|(k, v)| (k.as_str().to_owned(), v.as_bytes().to_vec()))
+        .collect();
+    headers.sort();
+    let key = Key {
+        endpoint: index,
+        url: prepared.url.as_str().to_owned(),
+        headers,
+    };
+    let shared: SharedCall = {
+        let mut map = inner.coalescer.lock();
+        match map.get(&key).and_then(WeakShared::upgrade) {
+            Some(s) if s.peek().is_none() => s,
+            _ => {
+                let s = start(inner.clone(), index, prepared);
+                if let Some(weak) = s.downgrade() {
+                    map.insert(key.clone(), weak);
+                }
+                s
+            }
+        }
+    };
+    let output = shared.clone().await;
+    {
+        // The execution is over: the next identical call starts afresh.
+        let mut map = inner.coalescer.lock();
+        let stale = map
+            .get(&key)
+            .and_then(WeakShared::upgrade)
+            .is_none_or(|s| s.peek().is_some());
+        if stale {
+            map.remove(&key);
+        }
+    }
+    let spec = inner.endpoints[index].spec;
+    match output {
+        Ok(answer) => Ok(RawResponse {
+            status: answer.status,
+            headers: answer.headers.clone(),
+            body: RawBody::Buffered(answer.body.clone()),
+            endpoint: spec.name,
+        }),
+        Err(e) => {
+            attempts.store(e.attempts(), Ordering::Relaxed);
+            Err(ApiError::shared_copy(e))
+        }
+    }
+}
+
+fn start(inner: Arc<ClientInner>, index: usize, prepared: Prepared) -> SharedCall {
+    let fut: Pin<Box<dyn Future<Output = Output> + Send>> = Box::pin(async move {
+        let attempts = AtomicU32::new(0);
+        let call = Call {
+            inner: &inner,
+            ep: &inner.endpoints[index],
+            deadline: None,
+            attempts: &attempts,
+            streaming: false,
+        };
+        let result = call.run(prepared, RequestBody::Empty).await;
+        match result {
+            Ok(raw) => {
+                let body = match raw.body {
+                    RawBody::Buffered(b) => b,
+                    RawBody::Streaming(_) => Bytes::new(),
+                };
+                Ok(Arc::new(Answer {
+                    status: raw.status,
+                    headers: raw.headers,
+                    body,
+                }))
+            }
+            Err(mut e) => {
+                e.set_attempts(attempts.load(Ordering::Relaxed));
+                Err(Arc::new(e))
+            }
+        }
+    });
+    fut.shared()
+}

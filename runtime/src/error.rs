@@ -183,6 +183,29 @@ impl ApiError {
         self.inner.not_replayable = true;
     }
 
+    /// An owned copy of an error shared by coalesced callers; its source is the
+    /// shared error's source.
+    pub(crate) fn shared_copy(shared: std::sync::Arc<ApiError>) -> Self {
+        let i = &shared.inner;
+        let copy = Inner {
+            kind: i.kind,
+            endpoint: i.endpoint,
+            attempts: i.attempts,
+            status: i.status,
+            headers: i.headers.clone(),
+            body: i.body.clone(),
+            retry_at: i.retry_at,
+            retry_after: i.retry_after,
+            not_replayable: i.not_replayable,
+            message: i.message.clone(),
+            source: None,
+        };
+        let source = i.source.is_some().then(|| Box::new(SharedSource(shared.clone())) as BoxError);
+        ApiError {
+            inner: Box::new(Inner { source, ..copy }),
+        }
+    }
+
     pub(crate) fn builder(message: impl Into<String>) -> Self {
         ApiError::new(ErrorKind::Builder).with_message(message)
     }
@@ -335,6 +358,33 @@ impl StdError for ApiError {
             .source
             .as_ref()
             .map(|s| &**s as &(dyn StdError + 'static))
+    }
+}
+
+/// The source of a shared error, seen through one of its copies.
+struct SharedSource(std::sync::Arc<ApiError>);
+
+impl fmt::Debug for SharedSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0.inner.source {
+            Some(s) => fmt::Debug::fmt(s, f),
+            None => f.write_str("None"),
+        }
+    }
+}
+
+impl fmt::Display for SharedSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0.inner.source {
+            Some(s) => fmt::Display::fmt(s, f),
+            None => Ok(()),
+        }
+    }
+}
+
+impl StdError for SharedSource {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.0.inner.source.as_ref().and_then(|s| s.source())
     }
 }
 

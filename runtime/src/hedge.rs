@@ -1,1 +1,173 @@
-//! TODO
+//! Hedged requests: when an answer is slow, ask again, and take the first good one.
+//!
+//! # When to use
+//! On idempotent endpoints whose latency has a long tail (search, reads from
+//! replicas). `#[hedge(delay = "50ms", max = 2)]` launches a second attempt when the
+//! first has not answered within 50 ms; whichever succeeds first wins and the other is
+//! dropped at once (its request aborted). The compiler refuses hedging on a POST or
+//! PATCH that is neither `#[idempotent]` nor keyed.
+//!
+//! Rules, in the order they matter:
+//! - A new branch starts every `delay` while no acceptable answer has come, up to
+//!   `max` branches. None starts at or after the call's deadline (the deadline wins a
+//!   tie), and each needs the retry budget's permission, as a retry would.
+//! - The first success wins. A non-retryable failure (a 404, a decode error) is an
+//!   answer too and ends the round. A retryable failure (a 5xx, a 429, a reset) does
+//!   not win while another branch is pending or may still start.
+//! - Every branch goes through breaker admission, bulkhead, rate limiter and its own
+//!   attempt timeout. A losing branch's failure is not a breaker failure when another
+//!   branch wins; when every branch fails, every failure counts.
+//! - All branches failed: [`ErrorKind::AllHedgesFailed`](crate::ErrorKind::AllHedgesFailed),
+//!   with the status and body of the last branch to fail and that failure as its
+//!   source. If retries remain, the retry loop may start a new round after its backoff.
+//! - Branches are futures polled by the caller's own future: nothing is spawned, so
+//!   dropping the call drops every branch.
+//!
+//! # Defaults
+//! Off. `max` defaults to 2 when only `delay` is given.
+//!
+//! # Example
+//! ```no_run
+//! use resilient_api::{resilient_api, ApiError};
+//!
+//! #[resilient_api(base_url = "http://127.0.0.1:8080", timeout(attempt = "1s", total = "3s"))]
+//! pub trait Search {
+//!     #[get("/search")]
+//!     #[hedge(delay = "50ms", max = 2)]
+//!     async fn search(&self, #[query] q: &str) -> Result<Vec<String>, ApiError>;
+//! }
+//! ```
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use tokio::time::{Instant, sleep_until};
+
+use crate::error::{ApiError, ErrorKind};
+use crate::pipeline::{Attempted, Call, Failure, Prepared};
+use crate::request::HedgeConfig;
+use crate::response::RawResponse;
+
+type Branch<'a> = Pin<Box<dyn Future<Output = Attempted<'a>> + Send + 'a>>;
+
+impl Call<'_> {
+    /// One hedged round. `first_attempt` is the number of the round's first attempt.
+    pub(crate) async fn hedged_round(
+        &self,
+        prepared: &Prepared,
+        config: HedgeConfig,
+        first_attempt: u32,
+    ) -> Result<RawResponse, Failure> {
+        let mut branches: FuturesUnordered<Branch<'_>> = FuturesUnordered::new();
+        let mut launched: u32 = 0;
+        let mut failed = Vec::new();
+        let mut last: Option<Failure> = None;
+        let mut next_launch = Some(Instant::now());
+        loop {
+            // Launch every branch that is due.
+            while let Some(at) = next_launch {
+                let now = Instant::now();
+                if at > now {
+                    break;
+                }
+                let allowed = launched < config.max.max(1)
+                    && self.deadline.is_none_or(|d| now < d)
+                    && (launched == 0
+                        || self.ep.partition.budget.as_ref().is_none_or(|b| b.withdraw(now)));
+                if !allowed {
+                    next_launch = None;
+                    break;
+                }
+                let n = first_attempt + launched;
+                self.attempts.fetch_max(n, Ordering::Relaxed);
+                branches.push(Box::pin(self.attempt_deferred(prepared, None, n - 1)));
+                launched += 1;
+                next_launch = if launched < config.max {
+                    now.checked_add(config.delay)
+                } else {
+                    None
+                };
+                if launched > 1 {
+                    tracing::debug!(branch = launched, "hedging");
+                }
+            }
+            if branches.is_empty() && next_launch.is_none() {
+                break;
+            }
+            let done = tokio::select! {
+                biased;
+                Some(done) = branches.next(), if !branches.is_empty() => done,
+                () = async {
+                    match next_launch {
+                        Some(at) => sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                } => continue,
+            };
+            let Attempted { result, verdict } = done;
+            match result {
+                Ok(raw) => {
+                    if let Some(v) = verdict {
+                        v.record();
+                    }
+                    // Losers still in flight are dropped with `branches`; losers that
+                    // already failed count as nothing.
+                    for v in failed.drain(..) {
+                        crate::pipeline::Verdict::ignore(v);
+                    }
+                    return Ok(raw);
+                }
+                Err(failure) if !failure.retryable => {
+                    if let Some(v) = verdict {
+                        v.record();
+                    }
+                    for v in failed.drain(..) {
+                        crate::pipeline::Verdict::record(v);
+                    }
+                    return Err(failure);
+                }
+                Err(failure) => {
+                    if let Some(v) = verdict {
+                        failed.push(v);
+                    }
+                    last = Some(failure);
+                }
+            }
+        }
+        for v in failed.drain(..) {
+            crate::pipeline::Verdict::record(v);
+        }
+        let last = match last {
+            Some(l) => l,
+            None => {
+                return Err(Failure {
+                    error: ApiError::new(ErrorKind::AllHedgesFailed),
+                    retryable: false,
+                    server_wait: None,
+                });
+            }
+        };
+        if launched <= 1 {
+            return Err(last);
+        }
+        let Failure {
+            error,
+            retryable,
+            server_wait,
+        } = last;
+        let mut wrapped = ApiError::new(ErrorKind::AllHedgesFailed)
+            .with_message(format!("{launched} hedged attempts"));
+        if let (Some(status), Some(headers), Some(body)) =
+            (error.status(), error.headers().cloned(), error.body().cloned())
+        {
+            wrapped = wrapped.with_status(status, headers, body);
+        }
+        Err(Failure {
+            error: wrapped.with_source(error),
+            retryable,
+            server_wait,
+        })
+    }
+}

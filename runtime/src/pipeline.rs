@@ -46,6 +46,7 @@ use tokio::time::{Instant, sleep, sleep_until, timeout_at};
 use tracing::Instrument;
 use url::Url;
 
+use crate::circuit_breaker::AdmissionGuard;
 use crate::circuit_breaker::state::Outcome;
 use crate::client::{ClientInner, EndpointRuntime, Handle, RetryEvent};
 use crate::error::{ApiError, ErrorKind};
@@ -62,6 +63,32 @@ pub(crate) struct Prepared {
     pub(crate) url: Url,
     pub(crate) headers: HeaderMap,
     pub(crate) body: Bytes,
+}
+
+/// An attempt's result, with its breaker outcome still to record.
+pub(crate) struct Attempted<'a> {
+    pub(crate) result: Result<RawResponse, Failure>,
+    /// `None` when the attempt was refused before admission.
+    pub(crate) verdict: Option<Verdict<'a>>,
+}
+
+/// What an admitted attempt will tell the breaker.
+pub(crate) struct Verdict<'a> {
+    pub(crate) admission: AdmissionGuard<'a>,
+    pub(crate) outcome: Outcome,
+    latency: Duration,
+}
+
+impl Verdict<'_> {
+    /// Record the outcome.
+    pub(crate) fn record(self) {
+        self.admission.record(self.outcome, self.latency);
+    }
+
+    /// Count nothing: the attempt lost a hedge race.
+    pub(crate) fn ignore(self) {
+        self.admission.record(Outcome::Ignored, self.latency);
+    }
 }
 
 /// How an attempt failed, and what may follow.
@@ -129,7 +156,17 @@ pub(crate) async fn execute(
         attempts: &attempts,
         streaming,
     };
-    let work = call.run(prepared, body);
+    let coalesce = spec.policy.coalesce
+        && spec.idempotent
+        && !streaming
+        && !matches!(body, RequestBody::Stream(_));
+    let work = async {
+        if coalesce {
+            crate::coalesce::join(&handle.inner, spec.index, prepared, &attempts).await
+        } else {
+            call.run(prepared, body).await
+        }
+    };
     let cancel = handle.options.cancel.as_ref();
     let result = async {
         tokio::select! {
@@ -213,7 +250,7 @@ pub(crate) struct Call<'a> {
 
 impl Call<'_> {
     /// The retry loop.
-    async fn run(&self, prepared: Prepared, body: RequestBody) -> Result<RawResponse, ApiError> {
+    pub(crate) async fn run(&self, prepared: Prepared, body: RequestBody) -> Result<RawResponse, ApiError> {
         let spec = self.ep.spec;
         let retry = &spec.policy.retry;
         let replayable = !matches!(body, RequestBody::Stream(_));
@@ -223,15 +260,24 @@ impl Call<'_> {
         };
         let mut backoff = retry.backoff.iter(self.inner.jitter.clone());
         let partition = &self.ep.partition;
-        let mut attempt: u32 = 0;
+        // Rounds: one attempt each, or one hedged group of attempts.
+        let mut round: u32 = 0;
         loop {
-            if attempt == 0
-                && let Some(b) = &partition.budget {
-                    b.deposit(Instant::now());
+            if round == 0
+                && let Some(b) = &partition.budget
+            {
+                b.deposit(Instant::now());
+            }
+            round += 1;
+            let first = self.attempts.load(Ordering::Relaxed) + 1;
+            let result = match spec.policy.hedge {
+                Some(h) if spec.idempotent && replayable => self.hedged_round(&prepared, h, first).await,
+                _ => {
+                    self.attempts.store(first, Ordering::Relaxed);
+                    self.attempt(&prepared, stream_body.take(), first - 1).await
                 }
-            attempt += 1;
-            self.attempts.store(attempt, Ordering::Relaxed);
-            let failure = match self.attempt(&prepared, stream_body.take(), attempt - 1).await {
+            };
+            let failure = match result {
                 Ok(raw) => return Ok(raw),
                 Err(f) => f,
             };
@@ -240,7 +286,7 @@ impl Call<'_> {
                 retryable,
                 server_wait,
             } = failure;
-            if !retryable || attempt > retry.max {
+            if !retryable || round > retry.max {
                 return Err(error);
             }
             if !replayable {
@@ -289,7 +335,7 @@ impl Call<'_> {
             if let Some(hook) = &self.inner.hooks.on_retry {
                 let event = RetryEvent {
                     endpoint: spec.name,
-                    attempt,
+                    attempt: self.attempts.load(Ordering::Relaxed),
                     error: &error,
                     wait,
                 };
@@ -301,7 +347,7 @@ impl Call<'_> {
             }
             tracing::info!(
                 endpoint = spec.name,
-                attempt,
+                round,
                 wait_ms = wait.as_millis() as u64,
                 error = %error,
                 "retrying"
@@ -319,6 +365,33 @@ impl Call<'_> {
         stream_body: Option<RequestBody>,
         resend: u32,
     ) -> Result<RawResponse, Failure> {
+        let attempted = self.attempt_deferred(prepared, stream_body, resend).await;
+        if let Some(v) = attempted.verdict {
+            v.record();
+        }
+        attempted.result
+    }
+
+    /// One attempt whose breaker outcome is handed back instead of recorded, so a
+    /// hedged round can decide whether a losing branch's failure counts.
+    pub(crate) async fn attempt_deferred(
+        &self,
+        prepared: &Prepared,
+        stream_body: Option<RequestBody>,
+        resend: u32,
+    ) -> Attempted<'_> {
+        match self.attempt_inner(prepared, stream_body, resend).await {
+            Ok((result, verdict)) => Attempted { result, verdict: Some(verdict) },
+            Err(failure) => Attempted { result: Err(failure), verdict: None },
+        }
+    }
+
+    async fn attempt_inner(
+        &self,
+        prepared: &Prepared,
+        stream_body: Option<RequestBody>,
+        resend: u32,
+    ) -> Result<(Result<RawResponse, Failure>, Verdict<'_>), Failure> {
         let partition = &*self.ep.partition;
         let breaker = &partition.breaker;
         if let Err(r) = breaker.check(Instant::now()) {
@@ -389,25 +462,30 @@ impl Call<'_> {
             None => work.instrument(span.clone()).await,
         };
         let latency = started.elapsed();
-        match result {
+        let outcome = match &result {
             Ok(raw) => {
                 span.record("http.response.status_code", raw.status.as_u16());
-                admission.record(Outcome::Success, latency);
-                Ok(raw)
+                Outcome::Success
             }
             Err(failure) => {
-                let outcome = match failure.error.kind() {
-                    ErrorKind::Connect | ErrorKind::Transport | ErrorKind::AttemptTimeout => Outcome::Failure,
-                    ErrorKind::Status if failure.error.status().is_some_and(|s| s >= 500) => Outcome::Failure,
-                    _ => Outcome::Ignored,
-                };
                 if let Some(s) = failure.error.status() {
                     span.record("http.response.status_code", s);
                 }
-                admission.record(outcome, latency);
-                Err(failure)
+                match failure.error.kind() {
+                    ErrorKind::Connect | ErrorKind::Transport | ErrorKind::AttemptTimeout => Outcome::Failure,
+                    ErrorKind::Status if failure.error.status().is_some_and(|s| s >= 500) => Outcome::Failure,
+                    _ => Outcome::Ignored,
+                }
             }
-        }
+        };
+        Ok((
+            result,
+            Verdict {
+                admission,
+                outcome,
+                latency,
+            },
+        ))
     }
 
     fn attempt_timeout(&self, limit: Duration) -> Failure {
