@@ -78,6 +78,30 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    /// A stable snake-case name, e.g. `"circuit_open"`, for metrics and logs.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Status => "status",
+            ErrorKind::AttemptTimeout => "attempt_timeout",
+            ErrorKind::Deadline => "deadline",
+            ErrorKind::CircuitOpen => "circuit_open",
+            ErrorKind::BulkheadFull => "bulkhead_full",
+            ErrorKind::RateLimited => "rate_limited",
+            ErrorKind::BudgetExhausted => "budget_exhausted",
+            ErrorKind::Connect => "connect",
+            ErrorKind::Transport => "transport",
+            ErrorKind::Decode => "decode",
+            ErrorKind::UnexpectedContentType => "unexpected_content_type",
+            ErrorKind::BodyTooLarge => "body_too_large",
+            ErrorKind::InvalidRequest => "invalid_request",
+            ErrorKind::Cancelled => "cancelled",
+            ErrorKind::AllHedgesFailed => "all_hedges_failed",
+            ErrorKind::Redirect => "redirect",
+            ErrorKind::Hook => "hook",
+            ErrorKind::Builder => "builder",
+        }
+    }
+
     fn describe(self) -> &'static str {
         match self {
             ErrorKind::Status => "error status",

@@ -101,3 +101,41 @@ mod tests {
         assert!(s.contains("json"));
     }
 }
+
+/// Metrics through the `metrics` facade (feature `metrics`), tagged by endpoint and
+/// partition: `resilient_api_requests_total` (attempts sent),
+/// `resilient_api_retries_total`, `resilient_api_calls_total` (by `outcome`: `ok` or
+/// the error kind), `resilient_api_call_duration_seconds`, and
+/// `resilient_api_rejections_total` (by `policy`).
+#[cfg(feature = "metrics")]
+pub(crate) mod metrics_impl {
+    use std::time::Duration;
+
+    pub(crate) fn attempt(endpoint: &'static str, partition: &str) {
+        metrics::counter!("resilient_api_requests_total", "endpoint" => endpoint, "partition" => partition.to_owned()).increment(1);
+    }
+
+    pub(crate) fn retry(endpoint: &'static str, partition: &str) {
+        metrics::counter!("resilient_api_retries_total", "endpoint" => endpoint, "partition" => partition.to_owned()).increment(1);
+    }
+
+    pub(crate) fn call(endpoint: &'static str, partition: &str, outcome: &'static str, took: Duration) {
+        metrics::counter!("resilient_api_calls_total", "endpoint" => endpoint, "partition" => partition.to_owned(), "outcome" => outcome).increment(1);
+        metrics::histogram!("resilient_api_call_duration_seconds", "endpoint" => endpoint, "partition" => partition.to_owned()).record(took.as_secs_f64());
+    }
+}
+
+/// No-op stand-ins when the `metrics` feature is off.
+#[cfg(not(feature = "metrics"))]
+pub(crate) mod metrics_impl {
+    use std::time::Duration;
+
+    #[inline(always)]
+    pub(crate) fn attempt(_endpoint: &'static str, _partition: &str) {}
+
+    #[inline(always)]
+    pub(crate) fn retry(_endpoint: &'static str, _partition: &str) {}
+
+    #[inline(always)]
+    pub(crate) fn call(_endpoint: &'static str, _partition: &str, _outcome: &'static str, _took: Duration) {}
+}

@@ -184,6 +184,16 @@ pub(crate) async fn execute(
     }
     .instrument(span.clone())
     .await;
+    let partition = ep.partition.name.as_str();
+    crate::observe::metrics_impl::call(
+        spec.name,
+        partition,
+        match &result {
+            Ok(_) => "ok",
+            Err(e) => e.kind().as_str(),
+        },
+        start.elapsed(),
+    );
     match result {
         Ok(raw) => {
             span.record("http.response.status_code", raw.status.as_u16());
@@ -352,6 +362,7 @@ impl Call<'_> {
                 error = %error,
                 "retrying"
             );
+            crate::observe::metrics_impl::retry(spec.name, &partition.name);
             if !wait.is_zero() {
                 sleep(wait).await;
             }
@@ -446,6 +457,7 @@ impl Call<'_> {
                 ));
             }
         }
+        crate::observe::metrics_impl::attempt(self.ep.spec.name, &partition.name);
         let span = tracing::debug_span!(
             "http.attempt",
             "http.request.resend_count" = resend,
