@@ -19,14 +19,19 @@ use hyper_util::rt::TokioIo;
 use resilient_api::{ApiError, ErrorKind, resilient_api};
 use serde::Deserialize;
 
+/// A user, as the service returns it.
 #[derive(Debug, Deserialize)]
 pub struct User {
+    /// Its id.
     pub id: u64,
+    /// Its name.
     pub name: String,
 }
 
+/// The service's error body.
 #[derive(Debug, Deserialize)]
 pub struct Problem {
+    /// What went wrong.
     pub error: String,
 }
 
@@ -127,8 +132,10 @@ async fn answer(
     let json = |status: StatusCode, body: &str| {
         let mut r = Response::new(Full::new(Bytes::from(body.to_owned())));
         *r.status_mut() = status;
-        r.headers_mut()
-            .insert("content-type", "application/json".parse().expect("static header"));
+        r.headers_mut().insert(
+            "content-type",
+            "application/json".parse().expect("static header"),
+        );
         r
     };
     Ok(match req.uri().path() {

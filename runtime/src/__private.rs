@@ -11,8 +11,8 @@ pub use crate::request::{
 };
 pub use crate::response::decode::{Decoder, Json, RawBytes, Streamed, Text, Unit, Wrapped};
 pub use crate::retry::backoff::Backoff;
-pub use crate::retry::{DEFAULT_RETRY_ON, RetryPolicy};
 pub use crate::retry::retry_after::DEFAULT_RETRY_AFTER_CAP;
+pub use crate::retry::{DEFAULT_RETRY_ON, RetryPolicy};
 
 /// A duration of `ms` milliseconds, for generated statics.
 pub const fn ms(ms: u64) -> Duration {

@@ -162,8 +162,15 @@ impl Engine {
     #[must_use]
     pub fn global_bulkhead(self, config: BulkheadConfig) -> Self {
         let partitions = match Arc::try_unwrap(self.inner) {
-            Ok(inner) => inner.partitions.into_inner().unwrap_or_else(|p| p.into_inner()),
-            Err(shared) => shared.partitions.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            Ok(inner) => inner
+                .partitions
+                .into_inner()
+                .unwrap_or_else(|p| p.into_inner()),
+            Err(shared) => shared
+                .partitions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
         };
         Engine {
             inner: Arc::new(EngineInner {
@@ -174,7 +181,11 @@ impl Engine {
     }
 
     fn partition(&self, key: (String, String), make: impl FnOnce() -> Partition) -> Arc<Partition> {
-        let mut map = self.inner.partitions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = self
+            .inner
+            .partitions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         map.entry(key).or_insert_with(|| Arc::new(make())).clone()
     }
 }
@@ -235,7 +246,10 @@ impl Handle {
 
     /// State of the default partition's circuit breaker.
     pub fn circuit_state(&self) -> CircuitState {
-        self.inner.default_partition.breaker.snapshot(Instant::now())
+        self.inner
+            .default_partition
+            .breaker
+            .snapshot(Instant::now())
     }
 
     /// State of the circuit breaker of the partition named `partition`, if there is one.
@@ -258,7 +272,10 @@ impl fmt::Debug for Handle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Client")
             .field("api", &self.inner.api.name)
-            .field("base_url", &crate::observe::redact_url(self.inner.base.as_str()))
+            .field(
+                "base_url",
+                &crate::observe::redact_url(self.inner.base.as_str()),
+            )
             .field("headers", &crate::observe::Redacted(&self.inner.headers))
             .field("endpoints", &self.inner.endpoints.len())
             .finish_non_exhaustive()
@@ -436,17 +453,18 @@ impl<C: GeneratedClient> ClientBuilder<C> {
     /// Build the client; resolves every partition now so calls never look one up.
     pub fn build(self) -> Result<C, ApiError> {
         let api = C::API;
-        let raw_base = self
-            .base_url
-            .as_deref()
-            .or(api.base_url)
-            .ok_or_else(|| ApiError::builder("no base URL: set `base_url` on the attribute or the builder"))?;
-        let base = Url::parse(raw_base).map_err(|e| ApiError::builder("base URL is not a valid URL").with_source(e))?;
+        let raw_base = self.base_url.as_deref().or(api.base_url).ok_or_else(|| {
+            ApiError::builder("no base URL: set `base_url` on the attribute or the builder")
+        })?;
+        let base = Url::parse(raw_base)
+            .map_err(|e| ApiError::builder("base URL is not a valid URL").with_source(e))?;
         if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
             return Err(ApiError::builder("base URL must be an http or https URL"));
         }
         if base.query().is_some() || base.fragment().is_some() {
-            return Err(ApiError::builder("base URL cannot have a query or fragment"));
+            return Err(ApiError::builder(
+                "base URL cannot have a query or fragment",
+            ));
         }
         let base_path = base.path().trim_end_matches('/').to_owned();
 
@@ -485,7 +503,11 @@ impl<C: GeneratedClient> ClientBuilder<C> {
             let breaker = policy.and_then(|p| p.breaker).unwrap_or(self.breaker);
             let bulkhead = policy.and_then(|p| p.bulkhead).unwrap_or(self.bulkhead);
             let rate_limit = policy.and_then(|p| p.rate_limit);
-            let label = if name.is_empty() { origin.clone() } else { format!("{origin}/{name}") };
+            let label = if name.is_empty() {
+                origin.clone()
+            } else {
+                format!("{origin}/{name}")
+            };
             Partition {
                 name: name.to_owned(),
                 breaker: CircuitBreaker::new(breaker, label),
@@ -495,15 +517,21 @@ impl<C: GeneratedClient> ClientBuilder<C> {
             }
         };
         // The default partition takes its settings from the first endpoint that uses it.
-        let first_default = api.endpoints.iter().copied().find(|e| e.policy.partition.is_none());
-        let default_partition = engine.partition((origin.clone(), String::new()), || make("", first_default));
+        let first_default = api
+            .endpoints
+            .iter()
+            .copied()
+            .find(|e| e.policy.partition.is_none());
+        let default_partition =
+            engine.partition((origin.clone(), String::new()), || make("", first_default));
         let endpoints = api
             .endpoints
             .iter()
             .map(|&spec| {
                 let partition = match spec.policy.partition {
                     None => default_partition.clone(),
-                    Some(name) => engine.partition((origin.clone(), name.to_owned()), || make(name, Some(spec))),
+                    Some(name) => engine
+                        .partition((origin.clone(), name.to_owned()), || make(name, Some(spec))),
                 };
                 EndpointRuntime { spec, partition }
             })
@@ -553,8 +581,14 @@ fn default_transport() -> Result<Arc<dyn Transport>, ApiError> {
 impl<C> fmt::Debug for ClientBuilder<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClientBuilder")
-            .field("base_url", &self.base_url.as_deref().map(crate::observe::redact_url))
-            .field("headers", &self.headers.iter().map(|(n, _, _)| n).collect::<Vec<_>>())
+            .field(
+                "base_url",
+                &self.base_url.as_deref().map(crate::observe::redact_url),
+            )
+            .field(
+                "headers",
+                &self.headers.iter().map(|(n, _, _)| n).collect::<Vec<_>>(),
+            )
             .field("max_body", &self.max_body)
             .finish_non_exhaustive()
     }

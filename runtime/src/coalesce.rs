@@ -50,7 +50,9 @@ use crate::response::{RawBody, RawResponse};
 
 /// The answer of a shared execution, as every caller sees it.
 type Output = Result<Arc<Answer>, Arc<ApiError>>;
-type SharedCall = Shared<Pin<Box<dyn Future<Output = Output> + Send>>>;
+type Execution = Pin<Box<dyn Future<Output = Output> + Send>>;
+type SharedCall = Shared<Execution>;
+type Calls = HashMap<Key, WeakShared<Execution>>;
 
 pub(crate) struct Answer {
     status: StatusCode,
@@ -69,11 +71,11 @@ pub(crate) struct Key {
 /// In-flight shared executions of one client.
 #[derive(Default)]
 pub(crate) struct Coalescer {
-    calls: Mutex<HashMap<Key, WeakShared<Pin<Box<dyn Future<Output = Output> + Send>>>>>,
+    calls: Mutex<Calls>,
 }
 
 impl Coalescer {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, WeakShared<Pin<Box<dyn Future<Output = Output> + Send>>>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Calls> {
         self.calls.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -137,7 +139,7 @@ pub(crate) async fn join(
 }
 
 fn start(inner: Arc<ClientInner>, index: usize, prepared: Prepared) -> SharedCall {
-    let fut: Pin<Box<dyn Future<Output = Output> + Send>> = Box::pin(async move {
+    let fut: Execution = Box::pin(async move {
         let attempts = AtomicU32::new(0);
         let call = Call {
             inner: &inner,

@@ -224,7 +224,10 @@ impl ApiError {
             message: i.message.clone(),
             source: None,
         };
-        let source = i.source.is_some().then(|| Box::new(SharedSource(shared.clone())) as BoxError);
+        let source = i
+            .source
+            .is_some()
+            .then(|| Box::new(SharedSource(shared.clone())) as BoxError);
         ApiError {
             inner: Box::new(Inner { source, ..copy }),
         }
@@ -266,10 +269,7 @@ impl ApiError {
     ///
     /// Returns `None` when there was no error response.
     pub fn decode_body<T: DeserializeOwned>(&self) -> Option<Result<T, serde_json::Error>> {
-        self.inner
-            .body
-            .as_ref()
-            .map(|b| serde_json::from_slice(b))
+        self.inner.body.as_ref().map(|b| serde_json::from_slice(b))
     }
 
     /// Attempts made before the call ended (hedges included).
@@ -421,12 +421,19 @@ mod tests {
     #[test]
     fn error_is_send_sync_and_small() {
         assert_send_sync::<ApiError>();
-        assert_eq!(std::mem::size_of::<ApiError>(), std::mem::size_of::<usize>());
+        assert_eq!(
+            std::mem::size_of::<ApiError>(),
+            std::mem::size_of::<usize>()
+        );
     }
 
     #[test]
     fn display_is_short_and_lowercase() {
-        let mut e = ApiError::new(ErrorKind::Status).with_status(503, HeaderMap::new(), Bytes::from_static(b"busy"));
+        let mut e = ApiError::new(ErrorKind::Status).with_status(
+            503,
+            HeaderMap::new(),
+            Bytes::from_static(b"busy"),
+        );
         e.set_endpoint("user");
         e.set_attempts(3);
         assert_eq!(e.to_string(), "error status 503 in `user` after 3 attempts");

@@ -75,7 +75,12 @@ impl Call<'_> {
                 let allowed = launched < config.max.max(1)
                     && self.deadline.is_none_or(|d| now < d)
                     && (launched == 0
-                        || self.ep.partition.budget.as_ref().is_none_or(|b| b.withdraw(now)));
+                        || self
+                            .ep
+                            .partition
+                            .budget
+                            .as_ref()
+                            .is_none_or(|b| b.withdraw(now)));
                 if !allowed {
                     next_launch = None;
                     break;
@@ -159,9 +164,11 @@ impl Call<'_> {
         } = last;
         let mut wrapped = ApiError::new(ErrorKind::AllHedgesFailed)
             .with_message(format!("{launched} hedged attempts"));
-        if let (Some(status), Some(headers), Some(body)) =
-            (error.status(), error.headers().cloned(), error.body().cloned())
-        {
+        if let (Some(status), Some(headers), Some(body)) = (
+            error.status(),
+            error.headers().cloned(),
+            error.body().cloned(),
+        ) {
             wrapped = wrapped.with_status(status, headers, body);
         }
         Err(Failure {

@@ -60,9 +60,9 @@ pub use client::{CallOptions, ClientBuilder, Engine};
 pub use error::{ApiError, ErrorKind, TimeoutKind};
 pub use jitter::Jitter;
 pub use request::BodyStream;
+pub use resilient_api_macros::resilient_api;
 pub use response::{Response, ResponseStream};
 pub use transport::Transport;
-pub use resilient_api_macros::resilient_api;
 
 pub use tokio_util::sync::CancellationToken;
 

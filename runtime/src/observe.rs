@@ -119,7 +119,12 @@ pub(crate) mod metrics_impl {
         metrics::counter!("resilient_api_retries_total", "endpoint" => endpoint, "partition" => partition.to_owned()).increment(1);
     }
 
-    pub(crate) fn call(endpoint: &'static str, partition: &str, outcome: &'static str, took: Duration) {
+    pub(crate) fn call(
+        endpoint: &'static str,
+        partition: &str,
+        outcome: &'static str,
+        took: Duration,
+    ) {
         metrics::counter!("resilient_api_calls_total", "endpoint" => endpoint, "partition" => partition.to_owned(), "outcome" => outcome).increment(1);
         metrics::histogram!("resilient_api_call_duration_seconds", "endpoint" => endpoint, "partition" => partition.to_owned()).record(took.as_secs_f64());
     }
@@ -137,5 +142,11 @@ pub(crate) mod metrics_impl {
     pub(crate) fn retry(_endpoint: &'static str, _partition: &str) {}
 
     #[inline(always)]
-    pub(crate) fn call(_endpoint: &'static str, _partition: &str, _outcome: &'static str, _took: Duration) {}
+    pub(crate) fn call(
+        _endpoint: &'static str,
+        _partition: &str,
+        _outcome: &'static str,
+        _took: Duration,
+    ) {
+    }
 }

@@ -229,15 +229,18 @@ fn prepare(inner: &ClientInner, ep: &EndpointRuntime, request: &mut RequestBuild
         }
     }
     if let Some(key_header) = spec.idempotency_key
-        && !headers.keys().any(|k| k.as_str().eq_ignore_ascii_case(key_header)) {
-            let key = uuid::Builder::from_random_bytes(inner.jitter.next_bytes()).into_uuid();
-            if let (Ok(n), Ok(v)) = (
-                http::HeaderName::from_bytes(key_header.as_bytes()),
-                HeaderValue::from_str(&key.hyphenated().to_string()),
-            ) {
-                headers.insert(n, v);
-            }
+        && !headers
+            .keys()
+            .any(|k| k.as_str().eq_ignore_ascii_case(key_header))
+    {
+        let key = uuid::Builder::from_random_bytes(inner.jitter.next_bytes()).into_uuid();
+        if let (Ok(n), Ok(v)) = (
+            http::HeaderName::from_bytes(key_header.as_bytes()),
+            HeaderValue::from_str(&key.hyphenated().to_string()),
+        ) {
+            headers.insert(n, v);
         }
+    }
     let body = match &request.body {
         RequestBody::Bytes(b) => b.clone(),
         _ => Bytes::new(),
@@ -260,7 +263,11 @@ pub(crate) struct Call<'a> {
 
 impl Call<'_> {
     /// The retry loop.
-    pub(crate) async fn run(&self, prepared: Prepared, body: RequestBody) -> Result<RawResponse, ApiError> {
+    pub(crate) async fn run(
+        &self,
+        prepared: Prepared,
+        body: RequestBody,
+    ) -> Result<RawResponse, ApiError> {
         let spec = self.ep.spec;
         let retry = &spec.policy.retry;
         let replayable = !matches!(body, RequestBody::Stream(_));
@@ -281,7 +288,9 @@ impl Call<'_> {
             round += 1;
             let first = self.attempts.load(Ordering::Relaxed) + 1;
             let result = match spec.policy.hedge {
-                Some(h) if spec.idempotent && replayable => self.hedged_round(&prepared, h, first).await,
+                Some(h) if spec.idempotent && replayable => {
+                    self.hedged_round(&prepared, h, first).await
+                }
                 _ => {
                     self.attempts.store(first, Ordering::Relaxed);
                     self.attempt(&prepared, stream_body.take(), first - 1).await
@@ -319,16 +328,20 @@ impl Call<'_> {
             let now = Instant::now();
             let resume = now.checked_add(wait);
             if let Some(w) = server_wait
-                && let Some(at) = resume {
-                    error.set_retry_at(at, w);
-                }
+                && let Some(at) = resume
+            {
+                error.set_retry_at(at, w);
+            }
             let fits = match (resume, self.deadline) {
                 (None, Some(_)) => false,
                 (Some(r), Some(d)) => r < d,
                 (_, None) => true,
             };
             if !fits {
-                tracing::debug!(wait_ms = wait.as_millis() as u64, "next wait does not fit the deadline");
+                tracing::debug!(
+                    wait_ms = wait.as_millis() as u64,
+                    "next wait does not fit the deadline"
+                );
                 return Err(error);
             }
             if let Some(until) = resume.and_then(|r| partition.breaker.open_at(r)) {
@@ -339,9 +352,10 @@ impl Call<'_> {
                 return Err(e);
             }
             if let Some(b) = &partition.budget
-                && !b.withdraw(now) {
-                    return Err(ApiError::new(ErrorKind::BudgetExhausted).with_source(error));
-                }
+                && !b.withdraw(now)
+            {
+                return Err(ApiError::new(ErrorKind::BudgetExhausted).with_source(error));
+            }
             if let Some(hook) = &self.inner.hooks.on_retry {
                 let event = RetryEvent {
                     endpoint: spec.name,
@@ -392,8 +406,14 @@ impl Call<'_> {
         resend: u32,
     ) -> Attempted<'_> {
         match self.attempt_inner(prepared, stream_body, resend).await {
-            Ok((result, verdict)) => Attempted { result, verdict: Some(verdict) },
-            Err(failure) => Attempted { result: Err(failure), verdict: None },
+            Ok((result, verdict)) => Attempted {
+                result,
+                verdict: Some(verdict),
+            },
+            Err(failure) => Attempted {
+                result: Err(failure),
+                verdict: None,
+            },
         }
     }
 
@@ -414,17 +434,18 @@ impl Call<'_> {
             .await
             .map_err(|_| Failure::fatal(ApiError::new(ErrorKind::BulkheadFull)))?;
         let _global = match &self.inner.global {
-            Some(g) => Some(
-                g.acquire()
-                    .await
-                    .map_err(|_| Failure::fatal(ApiError::new(ErrorKind::BulkheadFull).with_message("global limit")))?,
-            ),
+            Some(g) => Some(g.acquire().await.map_err(|_| {
+                Failure::fatal(ApiError::new(ErrorKind::BulkheadFull).with_message("global limit"))
+            })?),
             None => None,
         };
         let token = match &partition.rate_limit {
             Some(rl) => Some(rl.acquire(self.deadline).await.map_err(|r| {
                 let mut e = ApiError::new(ErrorKind::RateLimited);
-                e.set_retry_at(r.retry_at, r.retry_at.saturating_duration_since(Instant::now()));
+                e.set_retry_at(
+                    r.retry_at,
+                    r.retry_at.saturating_duration_since(Instant::now()),
+                );
                 Failure::fatal(e)
             })?),
             None => None,
@@ -484,8 +505,12 @@ impl Call<'_> {
                     span.record("http.response.status_code", s);
                 }
                 match failure.error.kind() {
-                    ErrorKind::Connect | ErrorKind::Transport | ErrorKind::AttemptTimeout => Outcome::Failure,
-                    ErrorKind::Status if failure.error.status().is_some_and(|s| s >= 500) => Outcome::Failure,
+                    ErrorKind::Connect | ErrorKind::Transport | ErrorKind::AttemptTimeout => {
+                        Outcome::Failure
+                    }
+                    ErrorKind::Status if failure.error.status().is_some_and(|s| s >= 500) => {
+                        Outcome::Failure
+                    }
                     _ => Outcome::Ignored,
                 }
             }
@@ -533,21 +558,27 @@ impl Call<'_> {
             hops += 1;
             if hops > self.inner.max_redirects {
                 return Err(Failure::fatal(
-                    ApiError::new(ErrorKind::Redirect).with_message(format!("more than {} redirects", self.inner.max_redirects)),
+                    ApiError::new(ErrorKind::Redirect)
+                        .with_message(format!("more than {} redirects", self.inner.max_redirects)),
                 ));
             }
             if url.scheme() == "https" && next.scheme() != "https" {
                 return Err(Failure::fatal(
-                    ApiError::new(ErrorKind::Redirect).with_message("a redirect from https to http was refused"),
+                    ApiError::new(ErrorKind::Redirect)
+                        .with_message("a redirect from https to http was refused"),
                 ));
             }
             let status = response.status;
             drop(response);
-            let keep_method = matches!(status, StatusCode::TEMPORARY_REDIRECT | StatusCode::PERMANENT_REDIRECT);
+            let keep_method = matches!(
+                status,
+                StatusCode::TEMPORARY_REDIRECT | StatusCode::PERMANENT_REDIRECT
+            );
             if keep_method && was_stream {
                 return Err(Failure::fatal(
-                    ApiError::new(ErrorKind::Redirect)
-                        .with_message("a streamed request body cannot be sent again to the redirect target"),
+                    ApiError::new(ErrorKind::Redirect).with_message(
+                        "a streamed request body cannot be sent again to the redirect target",
+                    ),
                 ));
             }
             let mut headers = prepared.headers.clone();
@@ -555,15 +586,31 @@ impl Call<'_> {
                 strip_credentials(&mut headers, spec.secrets);
             }
             let (method, body) = if keep_method || method == Method::GET || method == Method::HEAD {
-                let body = if prepared.body.is_empty() { RequestBody::Empty } else { RequestBody::Bytes(prepared.body.clone()) };
-                (method, if keep_method { body } else { RequestBody::Empty })
+                let body = if prepared.body.is_empty() {
+                    RequestBody::Empty
+                } else {
+                    RequestBody::Bytes(prepared.body.clone())
+                };
+                (
+                    method,
+                    if keep_method {
+                        body
+                    } else {
+                        RequestBody::Empty
+                    },
+                )
             } else {
                 headers.remove(http::header::CONTENT_TYPE);
                 headers.remove(http::header::CONTENT_LENGTH);
                 (Method::GET, RequestBody::Empty)
             };
             tracing::debug!(hop = hops, "following redirect");
-            request = HttpRequest { method, url: next, headers, body };
+            request = HttpRequest {
+                method,
+                url: next,
+                headers,
+                body,
+            };
         };
         self.read(response).await
     }
@@ -590,7 +637,11 @@ impl Call<'_> {
     /// Read (or hand over) the body and classify the status.
     async fn read(&self, response: HttpResponse) -> Result<RawResponse, Failure> {
         let spec = self.ep.spec;
-        let HttpResponse { status, headers, body } = response;
+        let HttpResponse {
+            status,
+            headers,
+            body,
+        } = response;
         if !status.is_success() && !status.is_redirection() {
             let (bytes, _) = read_bounded(body, ERROR_BODY_LIMIT as u64, true).await;
             let code = status.as_u16();
@@ -605,19 +656,28 @@ impl Call<'_> {
                 None
             };
             return Err(Failure {
-                error: ApiError::new(ErrorKind::Status).with_status(code, headers, bytes.unwrap_or_default()),
+                error: ApiError::new(ErrorKind::Status).with_status(
+                    code,
+                    headers,
+                    bytes.unwrap_or_default(),
+                ),
                 retryable,
                 server_wait,
             });
         }
         let limit = self.limit();
         if let Some(len) = content_length(&headers)
-            && len > limit {
-                return Err(Failure::fatal(too_large(limit)));
-            }
+            && len > limit
+        {
+            return Err(Failure::fatal(too_large(limit)));
+        }
         if self.streaming {
-            let idle = spec.policy.attempt_timeout.unwrap_or(Duration::from_secs(30));
-            let stream = ResponseStream::new(status, headers, body, self.deadline, idle, limit, spec.name);
+            let idle = spec
+                .policy
+                .attempt_timeout
+                .unwrap_or(Duration::from_secs(30));
+            let stream =
+                ResponseStream::new(status, headers, body, self.deadline, idle, limit, spec.name);
             return Ok(RawResponse {
                 status: stream.status(),
                 headers: HeaderMap::new(),
@@ -693,14 +753,26 @@ async fn read_bounded(
             Ok(c) => c,
             Err(e) => {
                 let have = buf.map(BytesMut::freeze).or(first);
-                return (have, if truncate { None } else { Some(ReadError::Transport(e)) });
+                return (
+                    have,
+                    if truncate {
+                        None
+                    } else {
+                        Some(ReadError::Transport(e))
+                    },
+                );
             }
         };
         total = total.saturating_add(chunk.len() as u64);
         if total > limit {
             if truncate {
-                let keep = (limit as usize).saturating_sub(buf.as_ref().map_or(first.as_ref().map_or(0, Bytes::len), BytesMut::len));
-                let b = buf.get_or_insert_with(|| BytesMut::from(first.take().unwrap_or_default().as_ref()));
+                let keep = (limit as usize).saturating_sub(
+                    buf.as_ref()
+                        .map_or(first.as_ref().map_or(0, Bytes::len), BytesMut::len),
+                );
+                let b = buf.get_or_insert_with(|| {
+                    BytesMut::from(first.take().unwrap_or_default().as_ref())
+                });
                 b.extend_from_slice(&chunk[..keep.min(chunk.len())]);
                 return (Some(std::mem::take(b).freeze()), None);
             }

@@ -369,7 +369,12 @@ impl RequestBuilder {
         };
         match header_value(&value.to_string()) {
             Ok(mut v) => {
-                if self.spec.secrets.iter().any(|s| s.eq_ignore_ascii_case(name)) {
+                if self
+                    .spec
+                    .secrets
+                    .iter()
+                    .any(|s| s.eq_ignore_ascii_case(name))
+                {
                     v.set_sensitive(true);
                 }
                 self.headers.append(header_name, v);
@@ -445,7 +450,10 @@ mod tests {
 
     #[test]
     fn segment_encodes_reserved_characters_once() {
-        assert_eq!(encode_path_segment("a/b?x=1#y%2e"), Ok("a%2Fb%3Fx=1%23y%252e".into()));
+        assert_eq!(
+            encode_path_segment("a/b?x=1#y%2e"),
+            Ok("a%2Fb%3Fx=1%23y%252e".into())
+        );
         assert_eq!(encode_path_segment("café"), Ok("caf%C3%A9".into()));
         assert_eq!(encode_path_segment("a b"), Ok("a%20b".into()));
         assert_eq!(encode_path_segment("..."), Ok("...".into()));

@@ -145,7 +145,9 @@ impl ResponseStream {
                 },
             )),
             Ok(None) => Ok(None),
-            Ok(Some(Err(e))) => Err(self.fail(ErrorKind::Transport, "while reading the streamed body").with_source(e)),
+            Ok(Some(Err(e))) => Err(self
+                .fail(ErrorKind::Transport, "while reading the streamed body")
+                .with_source(e)),
             Ok(Some(Ok(bytes))) => {
                 self.read = self.read.saturating_add(bytes.len() as u64);
                 if self.read > self.limit {
@@ -252,7 +254,12 @@ pub mod decode {
             return true;
         };
         let Ok(ct) = ct.to_str() else { return false };
-        let essence = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        let essence = ct
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
         essence.is_empty()
             || essence == "application/json"
             || essence.ends_with("+json")
@@ -286,7 +293,11 @@ pub mod decode {
                     serde_json::error::Category::Data => "JSON of the wrong shape",
                     serde_json::error::Category::Eof => "JSON cut short",
                 };
-                decode_error(&raw, body.len(), format!("{what} at line {} column {}", e.line(), e.column()))
+                decode_error(
+                    &raw,
+                    body.len(),
+                    format!("{what} at line {} column {}", e.line(), e.column()),
+                )
             })
         }
     }
@@ -298,9 +309,13 @@ pub mod decode {
         type Output = String;
         fn decode(raw: RawResponse) -> Result<String, ApiError> {
             let body = buffered(&raw);
-            std::str::from_utf8(body)
-                .map(str::to_owned)
-                .map_err(|e| decode_error(&raw, body.len(), format!("not UTF-8 at byte {}", e.valid_up_to())))
+            std::str::from_utf8(body).map(str::to_owned).map_err(|e| {
+                decode_error(
+                    &raw,
+                    body.len(),
+                    format!("not UTF-8 at byte {}", e.valid_up_to()),
+                )
+            })
         }
     }
 
@@ -359,7 +374,11 @@ pub mod decode {
             let status = raw.status;
             let headers = raw.headers.clone();
             let value = D::decode(raw)?;
-            Ok(Response { status, headers, value })
+            Ok(Response {
+                status,
+                headers,
+                value,
+            })
         }
     }
 }

@@ -40,7 +40,9 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use tokio::time::{Instant, sleep};
 
 use crate::request::RequestBody;
-use crate::transport::{HttpRequest, HttpResponse, ResponseBody, SendFuture, Transport, TransportError};
+use crate::transport::{
+    HttpRequest, HttpResponse, ResponseBody, SendFuture, Transport, TransportError,
+};
 
 /// What one attempt gets.
 #[derive(Clone, Debug)]
@@ -264,7 +266,12 @@ impl Transport for ScriptedTransport {
         let step = lock(&shared.script).pop_front();
         let in_flight = Count::new(&shared, |s| &s.in_flight);
         Box::pin(async move {
-            let HttpRequest { method, url, headers, body } = request;
+            let HttpRequest {
+                method,
+                url,
+                headers,
+                body,
+            } = request;
             let body = match body {
                 RequestBody::Empty => Bytes::new(),
                 RequestBody::Bytes(b) => b,
@@ -274,7 +281,9 @@ impl Transport for ScriptedTransport {
                         match chunk {
                             Ok(c) => buf.extend_from_slice(&c),
                             Err(e) => {
-                                return Err(TransportError::io("request body stream failed").with_source(e));
+                                return Err(
+                                    TransportError::io("request body stream failed").with_source(e)
+                                );
                             }
                         }
                     }
@@ -297,13 +306,18 @@ impl Transport for ScriptedTransport {
             let status = match step.action {
                 Action::Respond(s) => s,
                 Action::Hang => std::future::pending::<u16>().await,
-                Action::ConnectError => return Err(TransportError::connect("connection refused (scripted)")),
+                Action::ConnectError => {
+                    return Err(TransportError::connect("connection refused (scripted)"));
+                }
                 Action::Reset => return Err(TransportError::io("connection reset (scripted)")),
             };
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             let mut head = HeaderMap::new();
             for (k, v) in &step.headers {
-                if let (Ok(k), Ok(v)) = (HeaderName::from_bytes(k.as_bytes()), HeaderValue::from_str(v)) {
+                if let (Ok(k), Ok(v)) = (
+                    HeaderName::from_bytes(k.as_bytes()),
+                    HeaderValue::from_str(v),
+                ) {
                     head.append(k, v);
                 }
             }
@@ -319,12 +333,20 @@ impl Transport for ScriptedTransport {
                 StepBody::Chunks(chunks) => body_stream(chunks, step.cut_after, open),
             };
             drop(in_flight);
-            Ok(HttpResponse { status, headers: head, body })
+            Ok(HttpResponse {
+                status,
+                headers: head,
+                body,
+            })
         })
     }
 }
 
-fn body_stream(chunks: Vec<(Duration, Bytes)>, cut_after: Option<Duration>, open: Count) -> ResponseBody {
+fn body_stream(
+    chunks: Vec<(Duration, Bytes)>,
+    cut_after: Option<Duration>,
+    open: Count,
+) -> ResponseBody {
     let stream = futures_util::stream::unfold(
         (chunks.into_iter(), cut_after, Some(open)),
         |(mut chunks, cut, mut open)| async move {
@@ -339,7 +361,10 @@ fn body_stream(chunks: Vec<(Duration, Bytes)>, cut_after: Option<Duration>, open
                     sleep(after).await;
                 }
                 open.take();
-                return Some((Err(TransportError::io("response body cut short (scripted)")), (chunks, None, None)));
+                return Some((
+                    Err(TransportError::io("response body cut short (scripted)")),
+                    (chunks, None, None),
+                ));
             }
             open.take();
             None

@@ -138,7 +138,11 @@ impl Stream for ResponseBody {
 impl fmt::Debug for ResponseBody {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.inner {
-            BodyInner::Full(b) => write!(f, "ResponseBody({} bytes)", b.as_ref().map_or(0, Bytes::len)),
+            BodyInner::Full(b) => write!(
+                f,
+                "ResponseBody({} bytes)",
+                b.as_ref().map_or(0, Bytes::len)
+            ),
             BodyInner::Stream(_) => f.write_str("ResponseBody(stream)"),
         }
     }
@@ -200,7 +204,9 @@ impl fmt::Display for TransportError {
 
 impl StdError for TransportError {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        self.source.as_ref().map(|s| &**s as &(dyn StdError + 'static))
+        self.source
+            .as_ref()
+            .map(|s| &**s as &(dyn StdError + 'static))
     }
 }
 

@@ -105,7 +105,10 @@ pub(crate) struct AdmissionGuard<'a> {
 impl AdmissionGuard<'_> {
     pub(crate) fn record(mut self, outcome: Outcome, latency: Duration) {
         if let Some(a) = self.admission.take() {
-            let t = self.breaker.lock().record(a, outcome, latency, Instant::now());
+            let t = self
+                .breaker
+                .lock()
+                .record(a, outcome, latency, Instant::now());
             self.breaker.emit(t);
         }
     }
