@@ -305,11 +305,17 @@ impl Call<'_> {
                 retryable,
                 server_wait,
             } = failure;
-            if !retryable || round > retry.max {
+            if !retryable {
                 return Err(error);
             }
+            // A streamed body was consumed by this attempt: say so whenever it is the
+            // reason a retryable failure ends the call (the compiler already insists on
+            // `retry(max = 0)` for such endpoints).
             if !replayable {
                 error.set_not_replayable();
+                return Err(error);
+            }
+            if round > retry.max {
                 return Err(error);
             }
             if let Some(predicate) = &self.inner.hooks.retry_predicate {

@@ -1,0 +1,238 @@
+//! Retry basics (S1, S2, S3) and the classification edges: what is retried on which
+//! method, and what is never sent at all.
+
+use std::time::Duration;
+
+use resilient_api::testing::{ScriptedTransport, Step};
+use resilient_api::{ApiError, ErrorKind, Jitter, resilient_api};
+use tests::{Clock, ms};
+
+/// Two retries, 20 ms apart, on 503.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 2, backoff = fixed(delay = "20ms"), on = [503])
+)]
+pub trait Basic {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+
+    #[get("/disabled")]
+    #[retry(max = 0)]
+    async fn disabled(&self) -> Result<String, ApiError>;
+
+    /// A plain POST: the trait's retries apply to never-sent failures only.
+    #[post("/items")]
+    async fn create(&self) -> Result<String, ApiError>;
+
+    #[get("/items/{id}")]
+    async fn item(&self, id: &str) -> Result<String, ApiError>;
+}
+
+fn client(t: &ScriptedTransport) -> BasicClient {
+    BasicClient::builder()
+        .base_url("https://example.test")
+        .transport(t.clone())
+        .jitter(Jitter::fixed(0.5))
+        .build()
+        .expect("the client builds")
+}
+
+/// Nothing in flight, no open body, and a healthy call succeeds on the same client.
+async fn assert_clean_and_healthy(api: &BasicClient, t: &ScriptedTransport) {
+    assert_eq!(t.in_flight(), 0, "attempts still in flight");
+    assert_eq!(t.open_bodies(), 0, "bodies still open");
+    let before = t.attempts();
+    t.push([Step::status(200).body("ok")]);
+    assert_eq!(api.resource().await.expect("the call failed"), "ok");
+    assert_eq!(t.attempts(), before + 1);
+    assert_eq!(t.in_flight(), 0);
+    assert_eq!(t.open_bodies(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn s1_retry_recovery() {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("busy"),
+        Step::status(503).body("busy"),
+        Step::status(200).body("ready"),
+    ]);
+    let clock = Clock::start();
+    let api = client(&t);
+
+    let value = api.resource().await.unwrap();
+    assert_eq!(value, "ready");
+    assert_eq!(clock.now_ms(), 40);
+    assert_eq!(t.attempts(), 3);
+    assert_eq!(t.dispatch_times(), vec![ms(0), ms(20), ms(40)]);
+
+    // None later.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(t.attempts(), 3);
+    assert_clean_and_healthy(&api, &t).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn s2_retry_exhaustion() {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("overloaded"),
+        Step::status(503).body("overloaded"),
+        Step::status(503).body("overloaded"),
+    ]);
+    let clock = Clock::start();
+    let api = client(&t);
+
+    let e = api.resource().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Status);
+    assert_eq!(e.status(), Some(503));
+    assert_eq!(e.body_text().as_deref(), Some("overloaded"));
+    assert_eq!(e.attempts(), 3);
+    assert_eq!(e.endpoint(), "resource");
+    assert_eq!(clock.now_ms(), 40);
+    assert_eq!(t.attempts(), 3);
+    assert_eq!(t.dispatch_times(), vec![ms(0), ms(20), ms(40)]);
+
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(t.attempts(), 3);
+    assert_clean_and_healthy(&api, &t).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn s3_retry_disabled() {
+    let t = ScriptedTransport::new([Step::status(503).body("busy")]);
+    let clock = Clock::start();
+    let api = client(&t);
+
+    let e = api.disabled().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Status);
+    assert_eq!(e.status(), Some(503));
+    assert_eq!(e.body_text().as_deref(), Some("busy"));
+    assert_eq!(e.attempts(), 1);
+    assert_eq!(clock.now_ms(), 0);
+    assert_eq!(t.attempts(), 1);
+
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(t.attempts(), 1);
+    assert_clean_and_healthy(&api, &t).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn connect_error_is_retried_on_a_plain_post() {
+    let t = ScriptedTransport::new([Step::connect_error(), Step::status(200).body("created")]);
+    let clock = Clock::start();
+    let api = client(&t);
+
+    assert_eq!(api.create().await.unwrap(), "created");
+    assert_eq!(clock.now_ms(), 20);
+    assert_eq!(t.dispatch_times(), vec![ms(0), ms(20)]);
+    assert!(t.requests().iter().all(|r| r.method == http::Method::POST));
+    assert_clean_and_healthy(&api, &t).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn connect_errors_on_a_plain_post_exhaust_the_retries() {
+    let t = ScriptedTransport::new([
+        Step::connect_error(),
+        Step::connect_error(),
+        Step::connect_error(),
+    ]);
+    let clock = Clock::start();
+    let api = client(&t);
+
+    let e = api.create().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Connect);
+    assert!(e.is_connect());
+    assert_eq!(e.attempts(), 3);
+    assert_eq!(clock.now_ms(), 40);
+    assert_eq!(t.dispatch_times(), vec![ms(0), ms(20), ms(40)]);
+    assert_clean_and_healthy(&api, &t).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_is_not_retried_on_a_plain_post() {
+    let t = ScriptedTransport::new([Step::reset()]);
+    let clock = Clock::start();
+    let api = client(&t);
+
+    let e = api.create().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Transport);
+    assert_eq!(e.attempts(), 1);
+    assert_eq!(clock.now_ms(), 0);
+    assert_eq!(t.attempts(), 1);
+
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(t.attempts(), 1);
+    assert_clean_and_healthy(&api, &t).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn reset_is_retried_on_a_get() {
+    let t = ScriptedTransport::new([Step::reset(), Step::status(200).body("ready")]);
+    let clock = Clock::start();
+    let api = client(&t);
+
+    assert_eq!(api.resource().await.unwrap(), "ready");
+    assert_eq!(clock.now_ms(), 20);
+    assert_eq!(t.dispatch_times(), vec![ms(0), ms(20)]);
+    assert_clean_and_healthy(&api, &t).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn not_found_is_never_retried() {
+    let t = ScriptedTransport::new([Step::status(404).body("missing")]);
+    let clock = Clock::start();
+    let api = client(&t);
+
+    let e = api.resource().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Status);
+    assert_eq!(e.status(), Some(404));
+    assert_eq!(e.body_text().as_deref(), Some("missing"));
+    assert_eq!(e.attempts(), 1);
+    assert_eq!(clock.now_ms(), 0);
+    assert_eq!(t.attempts(), 1);
+
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(t.attempts(), 1);
+    assert_clean_and_healthy(&api, &t).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn status_503_on_a_plain_post_is_not_retried() {
+    let t = ScriptedTransport::new([Step::status(503).body("busy")]);
+    let clock = Clock::start();
+    let api = client(&t);
+
+    let e = api.create().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Status);
+    assert_eq!(e.status(), Some(503));
+    assert_eq!(e.body_text().as_deref(), Some("busy"));
+    assert_eq!(e.attempts(), 1);
+    assert_eq!(clock.now_ms(), 0);
+    assert_eq!(t.attempts(), 1);
+
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(t.attempts(), 1);
+    assert_clean_and_healthy(&api, &t).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn shape_changing_path_values_are_invalid_requests_never_sent() {
+    let t = ScriptedTransport::new([]);
+    let clock = Clock::start();
+    let api = client(&t);
+
+    for bad in ["..", ".", "", "a\nb", "a\rb", "a\tb"] {
+        let e = api.item(bad).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidRequest, "{bad:?}");
+        assert_eq!(e.attempts(), 0, "{bad:?}");
+        assert_eq!(e.endpoint(), "item");
+        assert!(e.to_string().contains("`id`"), "{bad:?}: {e}");
+    }
+    assert_eq!(clock.now_ms(), 0);
+    assert_eq!(t.attempts(), 0);
+
+    // A good value on the same endpoint goes out, encoded as one segment.
+    t.push([Step::status(200).body("item")]);
+    assert_eq!(api.item("a/..").await.unwrap(), "item");
+    assert_eq!(t.requests()[0].url, "https://example.test/items/a%2F..");
+    assert_clean_and_healthy(&api, &t).await;
+}

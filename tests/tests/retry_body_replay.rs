@@ -1,0 +1,237 @@
+//! Request bodies on retries (S11): every retry sends the same bytes; a streamed body is
+//! sent once and never replayed; an idempotency key is the same on every attempt of a
+//! call and different between calls.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use resilient_api::testing::{ScriptedTransport, Step};
+use resilient_api::{ApiError, BodyStream, ErrorKind, Jitter, resilient_api};
+use tests::{Clock, ms};
+
+/// 20 bytes: `é` is two.
+const PAYLOAD: &str = "payload: café / 123";
+
+/// One body per kind, each POST retryable once.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 1, backoff = fixed(delay = "20ms"), on = [503])
+)]
+pub trait Upload {
+    #[post("/json")]
+    #[idempotent]
+    async fn json(&self, #[body] payload: &str) -> Result<String, ApiError>;
+
+    #[post("/raw")]
+    #[idempotent]
+    async fn raw(&self, #[body(raw)] payload: &[u8]) -> Result<String, ApiError>;
+
+    #[post("/stream")]
+    #[idempotent]
+    #[retry(max = 0)]
+    async fn stream(&self, #[body(stream)] payload: BodyStream) -> Result<String, ApiError>;
+
+    #[post("/charges")]
+    #[idempotency_key]
+    async fn charge(&self, #[body] payload: &str) -> Result<String, ApiError>;
+}
+
+fn client(t: &ScriptedTransport) -> UploadClient {
+    UploadClient::builder()
+        .base_url("https://example.test")
+        .transport(t.clone())
+        .jitter(Jitter::fixed(0.5))
+        .build()
+        .expect("the client builds")
+}
+
+/// The payload as a stream of two chunks, split inside the `é`.
+fn payload_stream() -> BodyStream {
+    let bytes = Bytes::from_static(PAYLOAD.as_bytes());
+    let chunks: Vec<Result<Bytes, std::io::Error>> =
+        vec![Ok(bytes.slice(..13)), Ok(bytes.slice(13..))];
+    BodyStream::new(futures_util::stream::iter(chunks))
+}
+
+fn header(r: &resilient_api::testing::RecordedRequest, name: &str) -> Option<String> {
+    r.headers
+        .get(name)
+        .map(|v| v.to_str().expect("a text header").to_owned())
+}
+
+fn assert_clean(t: &ScriptedTransport) {
+    assert_eq!(t.in_flight(), 0, "attempts still in flight");
+    assert_eq!(t.open_bodies(), 0, "bodies still open");
+}
+
+#[test]
+fn payload_is_20_bytes() {
+    assert_eq!(PAYLOAD.len(), 20);
+}
+
+#[tokio::test(start_paused = true)]
+async fn s11_retry_body_replay_json() {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("busy"),
+        Step::status(200).body("stored"),
+    ]);
+    let clock = Clock::start();
+    let api = client(&t);
+
+    assert_eq!(api.json(PAYLOAD).await.unwrap(), "stored");
+    assert_eq!(clock.now_ms(), 20);
+    assert_eq!(t.dispatch_times(), vec![ms(0), ms(20)]);
+    let expected = serde_json::to_vec(PAYLOAD).unwrap();
+    assert_eq!(expected.len(), 22);
+    for r in t.requests() {
+        assert_eq!(r.method, http::Method::POST);
+        assert_eq!(r.body.as_ref(), expected.as_slice());
+        assert_eq!(
+            header(&r, "content-type").as_deref(),
+            Some("application/json")
+        );
+    }
+    assert_clean(&t);
+    t.push([Step::status(200).body("ok")]);
+    assert_eq!(api.json(PAYLOAD).await.unwrap(), "ok");
+}
+
+#[tokio::test(start_paused = true)]
+async fn s11_retry_body_replay_raw() {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("busy"),
+        Step::status(200).body("stored"),
+    ]);
+    let clock = Clock::start();
+    let api = client(&t);
+
+    assert_eq!(api.raw(PAYLOAD.as_bytes()).await.unwrap(), "stored");
+    assert_eq!(clock.now_ms(), 20);
+    assert_eq!(t.dispatch_times(), vec![ms(0), ms(20)]);
+    for r in t.requests() {
+        assert_eq!(r.body.len(), 20);
+        assert_eq!(r.body.as_ref(), PAYLOAD.as_bytes());
+        assert_eq!(
+            header(&r, "content-type").as_deref(),
+            Some("application/octet-stream")
+        );
+    }
+    assert_clean(&t);
+    t.push([Step::status(200).body("ok")]);
+    assert_eq!(api.raw(PAYLOAD.as_bytes()).await.unwrap(), "ok");
+}
+
+#[tokio::test(start_paused = true)]
+async fn s11_retry_body_replay_stream() {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("busy"),
+        Step::status(200).body("stored"),
+    ]);
+    let clock = Clock::start();
+    let api = client(&t);
+
+    let e = api.stream(payload_stream()).await.unwrap_err();
+    assert_eq!(clock.now_ms(), 0);
+    assert_eq!(e.kind(), ErrorKind::Status);
+    assert_eq!(e.status(), Some(503));
+    assert_eq!(e.body_text().as_deref(), Some("busy"));
+    assert_eq!(e.attempts(), 1);
+    assert_eq!(t.attempts(), 1);
+    let sent = t.requests();
+    assert_eq!(sent[0].body.len(), 20);
+    assert_eq!(sent[0].body.as_ref(), PAYLOAD.as_bytes());
+
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(t.attempts(), 1);
+    assert_clean(&t);
+
+    // A fresh stream on the same client goes out whole, once.
+    assert_eq!(api.stream(payload_stream()).await.unwrap(), "stored");
+    assert_eq!(t.attempts(), 2);
+    assert_eq!(t.requests()[1].body.as_ref(), PAYLOAD.as_bytes());
+    assert_clean(&t);
+}
+
+/// CONFORMANCE S11: "the stream variant is not retried and says its body could not be
+/// replayed". The failure is retryable by classification (503 on an idempotent POST);
+/// only the streamed body stops the retry, and the error must say so.
+#[tokio::test(start_paused = true)]
+async fn s11_retry_body_replay_stream_says_not_replayable() {
+    let t = ScriptedTransport::new([Step::status(503).body("busy")]);
+    let api = client(&t);
+
+    let e = api.stream(payload_stream()).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Status);
+    assert_eq!(e.attempts(), 1);
+    assert_eq!(t.attempts(), 1);
+    assert!(
+        e.body_not_replayable(),
+        "the error does not say the body could not be replayed: {e}"
+    );
+    assert!(e.to_string().contains("could not be replayed"), "{e}");
+    assert_clean(&t);
+}
+
+#[tokio::test(start_paused = true)]
+async fn stream_body_is_not_retried_after_a_reset() {
+    let t = ScriptedTransport::new([Step::reset()]);
+    let clock = Clock::start();
+    let api = client(&t);
+
+    let e = api.stream(payload_stream()).await.unwrap_err();
+    assert_eq!(clock.now_ms(), 0);
+    assert_eq!(e.kind(), ErrorKind::Transport);
+    assert_eq!(e.attempts(), 1);
+    assert_eq!(t.attempts(), 1);
+    assert_eq!(t.requests()[0].body.as_ref(), PAYLOAD.as_bytes());
+    assert_clean(&t);
+}
+
+#[tokio::test(start_paused = true)]
+async fn idempotency_key_is_the_same_on_every_attempt_and_new_per_call() {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("busy"),
+        Step::status(200).body("charged"),
+        Step::status(200).body("charged again"),
+    ]);
+    let clock = Clock::start();
+    let api = client(&t);
+
+    // A keyed POST is retried.
+    assert_eq!(api.charge(PAYLOAD).await.unwrap(), "charged");
+    assert_eq!(clock.now_ms(), 20);
+    assert_eq!(t.dispatch_times(), vec![ms(0), ms(20)]);
+    assert_eq!(api.charge(PAYLOAD).await.unwrap(), "charged again");
+    assert_eq!(t.attempts(), 3);
+
+    let sent = t.requests();
+    let keys: Vec<String> = sent
+        .iter()
+        .map(|r| header(r, "idempotency-key").expect("no Idempotency-Key header"))
+        .collect();
+    assert!(!keys[0].is_empty());
+    assert_eq!(keys[0], keys[1], "the retry carries another key");
+    assert_ne!(keys[0], keys[2], "two calls share a key");
+    assert_eq!(sent[0].body, sent[1].body);
+    assert_clean(&t);
+}
+
+#[tokio::test(start_paused = true)]
+async fn keyed_post_exhausting_its_retries_keeps_one_key() {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("busy"),
+        Step::status(503).body("busy"),
+    ]);
+    let api = client(&t);
+
+    let e = api.charge(PAYLOAD).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Status);
+    assert_eq!(e.attempts(), 2);
+    assert_eq!(t.dispatch_times(), vec![ms(0), ms(20)]);
+    let sent = t.requests();
+    assert_eq!(
+        header(&sent[0], "idempotency-key"),
+        header(&sent[1], "idempotency-key")
+    );
+    assert_clean(&t);
+}

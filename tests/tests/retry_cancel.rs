@@ -1,0 +1,248 @@
+//! Cancelling during a backoff (S4) and during a server's `Retry-After` wait (S12), and
+//! the exact waits a `Retry-After` (or `retry-after-ms`) header asks for.
+
+use std::time::Duration;
+
+use resilient_api::testing::{ScriptedTransport, Step};
+use resilient_api::{ApiError, CallOptions, CancellationToken, ErrorKind, Jitter, resilient_api};
+use tests::{Clock, ms};
+
+/// Two retries, 100 ms apart.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 2, backoff = fixed(delay = "100ms"), on = [503])
+)]
+pub trait SlowBackoff {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+/// One retry after 50 ms, or after what the server asks for, at most 1 s.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 1, backoff = fixed(delay = "50ms"), on = [503], retry_after_cap = "1s")
+)]
+pub trait Polite {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+fn slow_client(t: &ScriptedTransport) -> SlowBackoffClient {
+    SlowBackoffClient::builder()
+        .base_url("https://example.test")
+        .transport(t.clone())
+        .jitter(Jitter::fixed(0.5))
+        .build()
+        .expect("the client builds")
+}
+
+fn polite_client(t: &ScriptedTransport) -> PoliteClient {
+    PoliteClient::builder()
+        .base_url("https://example.test")
+        .transport(t.clone())
+        .jitter(Jitter::fixed(0.5))
+        .wall_clock(tests::fixed_wall_clock)
+        .build()
+        .expect("the client builds")
+}
+
+#[tokio::test(start_paused = true)]
+async fn s4_retry_backoff_cancel() {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("busy"),
+        Step::status(200).body("ready"),
+        Step::status(200).body("ready"),
+    ]);
+    let clock = Clock::start();
+    let api = slow_client(&t);
+    let token = CancellationToken::new();
+    let cancellable = api.with_options(CallOptions::new().cancel_on(token.clone()));
+    let call = tokio::spawn(async move { cancellable.resource().await });
+
+    tokio::time::sleep(ms(20)).await;
+    assert_eq!(t.attempts(), 1);
+    assert!(!call.is_finished());
+    token.cancel();
+    let e = call.await.unwrap().unwrap_err();
+    assert_eq!(clock.now_ms(), 20);
+    assert_eq!(e.kind(), ErrorKind::Cancelled);
+    assert_eq!(e.attempts(), 1);
+    assert_eq!(t.attempts(), 1);
+
+    // Nothing is dispatched when the backoff would have ended, or later.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(t.attempts(), 1);
+    assert_eq!(t.in_flight(), 0);
+    assert_eq!(t.open_bodies(), 0);
+
+    // Follow-up on the same client: the next scripted 200.
+    assert_eq!(api.resource().await.unwrap(), "ready");
+    assert_eq!(t.attempts(), 2);
+    assert_eq!(t.in_flight(), 0);
+    assert_eq!(t.open_bodies(), 0);
+}
+
+/// A 503 carrying `header: value`, then a 200: the retry must leave exactly
+/// `expected_ms` after the first dispatch.
+async fn assert_waits(header: &str, value: &str, expected_ms: u64) {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("busy").header(header, value),
+        Step::status(200).body("ready"),
+    ]);
+    let clock = Clock::start();
+    let api = polite_client(&t);
+
+    assert_eq!(
+        api.resource().await.expect("the call failed"),
+        "ready",
+        "{header}: {value}"
+    );
+    assert_eq!(clock.now_ms(), expected_ms, "{header}: {value}");
+    assert_eq!(
+        t.dispatch_times(),
+        vec![ms(0), ms(expected_ms)],
+        "{header}: {value}"
+    );
+
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(t.attempts(), 2);
+    assert_eq!(t.in_flight(), 0);
+    assert_eq!(t.open_bodies(), 0);
+    t.push([Step::status(200).body("ok")]);
+    assert_eq!(api.resource().await.expect("the call failed"), "ok");
+    assert_eq!(t.attempts(), 3);
+}
+
+/// The same 503, but the caller cancels at t=20, during the wait: the call settles at
+/// once and nothing more is dispatched.
+async fn assert_cancel_during_wait(header: &str, value: &str) {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("busy").header(header, value),
+        Step::status(200).body("ready"),
+    ]);
+    let clock = Clock::start();
+    let api = polite_client(&t);
+    let token = CancellationToken::new();
+    let cancellable = api.with_options(CallOptions::new().cancel_on(token.clone()));
+    let call = tokio::spawn(async move { cancellable.resource().await });
+
+    tokio::time::sleep(ms(20)).await;
+    assert!(!call.is_finished(), "{header}: {value}");
+    token.cancel();
+    let e = call
+        .await
+        .expect("the call task panicked")
+        .expect_err("the call succeeded");
+    assert_eq!(clock.now_ms(), 20, "{header}: {value}");
+    assert_eq!(e.kind(), ErrorKind::Cancelled, "{header}: {value}");
+    assert_eq!(e.attempts(), 1);
+
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(t.attempts(), 1, "{header}: {value}");
+    assert_eq!(t.in_flight(), 0);
+    assert_eq!(t.open_bodies(), 0);
+
+    // Follow-up: the 200 the cancelled call never reached.
+    assert_eq!(api.resource().await.expect("the call failed"), "ready");
+    assert_eq!(t.attempts(), 2);
+    assert_eq!(t.in_flight(), 0);
+    assert_eq!(t.open_bodies(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn s12_retry_after_cancel_delta_seconds() {
+    assert_waits("retry-after", "1", 1000).await;
+    assert_cancel_during_wait("retry-after", "1").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn s12_retry_after_cancel_http_date() {
+    let date = tests::http_date_after(1);
+    assert_waits("retry-after", &date, 1000).await;
+    assert_cancel_during_wait("retry-after", &date).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn s12_retry_after_cancel_malformed_falls_back_to_the_backoff() {
+    assert_waits("retry-after", "bad", 50).await;
+    assert_cancel_during_wait("retry-after", "bad").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn s12_retry_after_cancel_capped() {
+    assert_waits("retry-after", "1000", 1000).await;
+    assert_cancel_during_wait("retry-after", "1000").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn malformed_retry_after_values_fall_back_to_the_backoff() {
+    for value in ["-5", "1.5", "5s", ""] {
+        assert_waits("retry-after", value, 50).await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn http_date_far_ahead_is_capped() {
+    assert_waits("retry-after", &tests::http_date_after(3600), 1000).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn http_date_in_the_past_retries_at_once() {
+    let past = httpdate::fmt_http_date(tests::fixed_wall_clock() - Duration::from_secs(5));
+    assert_waits("retry-after", &past, 0).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_ms_sets_the_wait() {
+    assert_waits("retry-after-ms", "300", 300).await;
+    assert_cancel_during_wait("retry-after-ms", "300").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_ms_is_capped() {
+    assert_waits("retry-after-ms", "5000", 1000).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_ms_wins_over_retry_after() {
+    let t = ScriptedTransport::new([
+        Step::status(503)
+            .body("busy")
+            .header("retry-after", "1")
+            .header("retry-after-ms", "300"),
+        Step::status(200).body("ready"),
+    ]);
+    let clock = Clock::start();
+    let api = polite_client(&t);
+
+    assert_eq!(api.resource().await.unwrap(), "ready");
+    assert_eq!(clock.now_ms(), 300);
+    assert_eq!(t.dispatch_times(), vec![ms(0), ms(300)]);
+    assert_eq!(t.in_flight(), 0);
+    assert_eq!(t.open_bodies(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_on_the_last_attempt_is_reported() {
+    // No retry left: the error ends the call at once and still carries the status.
+    let t = ScriptedTransport::new([
+        Step::status(503).body("busy").header("retry-after", "1"),
+        Step::status(503)
+            .body("still busy")
+            .header("retry-after", "1"),
+    ]);
+    let clock = Clock::start();
+    let api = polite_client(&t);
+
+    let e = api.resource().await.unwrap_err();
+    assert_eq!(clock.now_ms(), 1000);
+    assert_eq!(e.kind(), ErrorKind::Status);
+    assert_eq!(e.status(), Some(503));
+    assert_eq!(e.body_text().as_deref(), Some("still busy"));
+    assert_eq!(e.attempts(), 2);
+    assert_eq!(t.dispatch_times(), vec![ms(0), ms(1000)]);
+    assert_eq!(t.in_flight(), 0);
+    assert_eq!(t.open_bodies(), 0);
+    t.push([Step::status(200).body("ok")]);
+    assert_eq!(api.resource().await.unwrap(), "ok");
+}

@@ -1,0 +1,417 @@
+//! Time limits and cancellation: the attempt timeout (body read included), the total
+//! deadline, a per-call deadline, a cancellation token, a dropped call, and a streamed
+//! result read after the call returned. Every limit fires at its exact millisecond.
+
+use std::time::Duration;
+
+use resilient_api::testing::{ScriptedTransport, Step};
+use resilient_api::{
+    ApiError, CallOptions, CancellationToken, ErrorKind, Jitter, ResponseStream, TimeoutKind,
+    resilient_api,
+};
+use tests::{Clock, ms};
+
+/// An attempt timeout, no retries, no total deadline.
+#[resilient_api(timeout(attempt = "100ms"), retry(max = 0))]
+pub trait Quick {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+/// Attempts time out and are retried until the total deadline.
+#[resilient_api(
+    timeout(attempt = "100ms", total = "250ms"),
+    retry(max = 2, backoff = fixed(delay = "20ms"), on = [503])
+)]
+pub trait Bounded {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+/// A long total deadline that a caller can shorten.
+#[resilient_api(
+    timeout(attempt = "1s", total = "1500ms"),
+    retry(max = 1, backoff = fixed(delay = "100ms"), on = [503])
+)]
+pub trait Patient {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+/// A streamed result: the idle limit is the attempt timeout (80 ms); the total
+/// deadline (100 ms) still bounds the read after the call returned.
+#[resilient_api(timeout(attempt = "80ms", total = "100ms"), retry(max = 0))]
+pub trait Streams {
+    #[get("/download")]
+    async fn download(&self) -> Result<ResponseStream, ApiError>;
+
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+/// A streamed result with a short idle limit (50 ms) and a long total deadline.
+#[resilient_api(timeout(attempt = "50ms", total = "1s"), retry(max = 0))]
+pub trait IdleStreams {
+    #[get("/download")]
+    async fn download(&self) -> Result<ResponseStream, ApiError>;
+
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+macro_rules! client {
+    ($client:ty, $t:expr) => {
+        <$client>::builder()
+            .base_url("https://example.test")
+            .transport($t.clone())
+            .jitter(Jitter::fixed(0.5))
+            .build()
+            .unwrap()
+    };
+}
+
+fn assert_clean(t: &ScriptedTransport) {
+    assert_eq!(t.in_flight(), 0, "attempts still in flight");
+    assert_eq!(t.open_bodies(), 0, "bodies still open");
+}
+
+#[tokio::test(start_paused = true)]
+async fn attempt_timeout_fires_exactly() {
+    let t = ScriptedTransport::new([Step::status(200).body("late").delay(ms(150))]);
+    let clock = Clock::start();
+    let api: QuickClient = client!(QuickClient, t);
+    let api2 = api.clone();
+    let call = tokio::spawn(async move { api2.resource().await });
+
+    tokio::time::sleep(ms(99)).await;
+    assert!(!call.is_finished(), "the attempt timeout fired early");
+    assert_eq!(t.in_flight(), 1);
+    let e = call.await.unwrap().unwrap_err();
+    assert_eq!(clock.now_ms(), 100);
+    assert_eq!(e.kind(), ErrorKind::AttemptTimeout);
+    assert_eq!(e.timeout(), Some(TimeoutKind::Attempt));
+    assert_eq!(e.attempts(), 1);
+    assert_eq!(t.attempts(), 1);
+    assert_clean(&t);
+
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(t.attempts(), 1);
+    t.push([Step::status(200).body("ok")]);
+    assert_eq!(api.resource().await.unwrap(), "ok");
+    assert_clean(&t);
+}
+
+#[tokio::test(start_paused = true)]
+async fn attempt_timeout_covers_the_body_read() {
+    // Head at once, first chunk at t=50, second at t=150.
+    let t = ScriptedTransport::new([Step::status(200).chunks([(ms(50), "slo"), (ms(100), "w")])]);
+    let clock = Clock::start();
+    let api: QuickClient = client!(QuickClient, t);
+    let api2 = api.clone();
+    let call = tokio::spawn(async move { api2.resource().await });
+
+    tokio::time::sleep(ms(99)).await;
+    assert!(!call.is_finished(), "the attempt timeout fired early");
+    assert_eq!(t.open_bodies(), 1);
+    let e = call.await.unwrap().unwrap_err();
+    assert_eq!(clock.now_ms(), 100);
+    assert_eq!(e.kind(), ErrorKind::AttemptTimeout);
+    assert_eq!(e.timeout(), Some(TimeoutKind::Attempt));
+    assert_eq!(t.attempts(), 1);
+    assert_clean(&t);
+
+    t.push([Step::status(200).body("ok")]);
+    assert_eq!(api.resource().await.unwrap(), "ok");
+    assert_clean(&t);
+}
+
+#[tokio::test(start_paused = true)]
+async fn attempt_timeout_allows_a_body_that_ends_in_time() {
+    let t = ScriptedTransport::new([Step::status(200).chunks([(ms(40), "in "), (ms(59), "time")])]);
+    let clock = Clock::start();
+    let api: QuickClient = client!(QuickClient, t);
+
+    assert_eq!(api.resource().await.unwrap(), "in time");
+    assert_eq!(clock.now_ms(), 99);
+    assert_clean(&t);
+}
+
+#[tokio::test(start_paused = true)]
+async fn total_deadline_fires_exactly() {
+    // Attempts time out at 100 and 220; the third, sent at 240, is cut by the
+    // deadline at 250.
+    let t = ScriptedTransport::new([Step::hang(), Step::hang(), Step::hang()]);
+    let clock = Clock::start();
+    let api: BoundedClient = client!(BoundedClient, t);
+    let api2 = api.clone();
+    let call = tokio::spawn(async move { api2.resource().await });
+
+    tokio::time::sleep(ms(249)).await;
+    assert!(!call.is_finished(), "the deadline fired early");
+    assert_eq!(t.in_flight(), 1);
+    let e = call.await.unwrap().unwrap_err();
+    assert_eq!(clock.now_ms(), 250);
+    assert_eq!(e.kind(), ErrorKind::Deadline);
+    assert_eq!(e.timeout(), Some(TimeoutKind::Total));
+    assert_eq!(e.attempts(), 3);
+    assert_eq!(t.dispatch_times(), vec![ms(0), ms(120), ms(240)]);
+    assert_clean(&t);
+
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(t.attempts(), 3);
+    t.push([Step::status(200).body("ok")]);
+    assert_eq!(api.resource().await.unwrap(), "ok");
+    assert_clean(&t);
+}
+
+#[tokio::test(start_paused = true)]
+async fn per_call_deadline_shorter_than_the_total_wins() {
+    let t = ScriptedTransport::new([Step::hang()]);
+    let clock = Clock::start();
+    let api: PatientClient = client!(PatientClient, t);
+    let quick = api.with_options(CallOptions::new().deadline(ms(100)));
+    let call = tokio::spawn(async move { quick.resource().await });
+
+    tokio::time::sleep(ms(99)).await;
+    assert!(!call.is_finished(), "the per-call deadline fired early");
+    let e = call.await.unwrap().unwrap_err();
+    assert_eq!(clock.now_ms(), 100);
+    assert_eq!(e.kind(), ErrorKind::Deadline);
+    assert_eq!(e.timeout(), Some(TimeoutKind::Total));
+    assert_eq!(t.attempts(), 1);
+    assert_clean(&t);
+
+    t.push([Step::status(200).body("ok")]);
+    assert_eq!(api.resource().await.unwrap(), "ok");
+    assert_clean(&t);
+}
+
+#[tokio::test(start_paused = true)]
+async fn per_call_deadline_longer_than_the_total_does_not_extend_it() {
+    // Attempt 1 times out at 1000, the retry goes at 1100, the trait's 1500 ms ends it.
+    let t = ScriptedTransport::new([Step::hang(), Step::hang()]);
+    let clock = Clock::start();
+    let api: PatientClient = client!(PatientClient, t);
+    let lenient = api.with_options(CallOptions::new().deadline(Duration::from_secs(5)));
+
+    let e = lenient.resource().await.unwrap_err();
+    assert_eq!(clock.now_ms(), 1500);
+    assert_eq!(e.kind(), ErrorKind::Deadline);
+    assert_eq!(t.dispatch_times(), vec![ms(0), ms(1100)]);
+    assert_clean(&t);
+}
+
+#[tokio::test(start_paused = true)]
+async fn per_call_deadline_applies_without_a_trait_total() {
+    let t = ScriptedTransport::new([Step::hang()]);
+    let clock = Clock::start();
+    let api: QuickClient = client!(QuickClient, t);
+
+    let e = api
+        .with_options(CallOptions::new().deadline(ms(60)))
+        .resource()
+        .await
+        .unwrap_err();
+    assert_eq!(clock.now_ms(), 60);
+    assert_eq!(e.kind(), ErrorKind::Deadline);
+    assert_eq!(t.attempts(), 1);
+    assert_clean(&t);
+}
+
+#[tokio::test(start_paused = true)]
+async fn token_cancel_settles_in_the_same_tick() {
+    let t = ScriptedTransport::new([Step::hang()]);
+    let clock = Clock::start();
+    let api: PatientClient = client!(PatientClient, t);
+    let token = CancellationToken::new();
+    let cancellable = api.with_options(CallOptions::new().cancel_on(token.clone()));
+    let call = tokio::spawn(async move { cancellable.resource().await });
+
+    tokio::time::sleep(ms(30)).await;
+    assert_eq!(t.in_flight(), 1);
+    token.cancel();
+    tokio::time::advance(Duration::ZERO).await;
+    let e = call.await.unwrap().unwrap_err();
+    assert_eq!(clock.now_ms(), 30);
+    assert_eq!(e.kind(), ErrorKind::Cancelled);
+    assert_eq!(e.timeout(), None);
+    assert_eq!(t.attempts(), 1);
+    assert_clean(&t);
+
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(t.attempts(), 1);
+    t.push([Step::status(200).body("ok")]);
+    assert_eq!(api.resource().await.unwrap(), "ok");
+    assert_clean(&t);
+}
+
+#[tokio::test(start_paused = true)]
+async fn token_cancelled_before_the_call_sends_nothing() {
+    let t = ScriptedTransport::new([]);
+    let clock = Clock::start();
+    let api: PatientClient = client!(PatientClient, t);
+    let token = CancellationToken::new();
+    token.cancel();
+
+    let e = api
+        .with_options(CallOptions::new().cancel_on(token))
+        .resource()
+        .await
+        .unwrap_err();
+    assert_eq!(clock.now_ms(), 0);
+    assert_eq!(e.kind(), ErrorKind::Cancelled);
+    assert_eq!(t.attempts(), 0);
+    assert_clean(&t);
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_the_call_aborts_the_in_flight_attempt() {
+    let t = ScriptedTransport::new([Step::hang()]);
+    let clock = Clock::start();
+    let api: PatientClient = client!(PatientClient, t);
+    let api2 = api.clone();
+    let call = tokio::spawn(async move { api2.resource().await });
+
+    tokio::time::sleep(ms(30)).await;
+    assert_eq!(t.in_flight(), 1);
+    call.abort();
+    assert!(call.await.unwrap_err().is_cancelled());
+    assert_eq!(clock.now_ms(), 30);
+    assert_clean(&t);
+
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(t.attempts(), 1);
+    t.push([Step::status(200).body("ok")]);
+    assert_eq!(api.resource().await.unwrap(), "ok");
+    assert_clean(&t);
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_the_call_in_select_aborts_the_in_flight_attempt() {
+    let t = ScriptedTransport::new([Step::hang()]);
+    let clock = Clock::start();
+    let api: PatientClient = client!(PatientClient, t);
+
+    tokio::select! {
+        r = api.resource() => panic!("a hanging call ended: {r:?}"),
+        () = tokio::time::sleep(ms(30)) => {}
+    }
+    assert_eq!(clock.now_ms(), 30);
+    assert_eq!(t.attempts(), 1);
+    assert_clean(&t);
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_the_call_during_backoff_dispatches_nothing_more() {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("busy"),
+        Step::status(200).body("ready"),
+    ]);
+    let clock = Clock::start();
+    let api: PatientClient = client!(PatientClient, t);
+
+    tokio::select! {
+        r = api.resource() => panic!("the call ended during its backoff: {r:?}"),
+        () = tokio::time::sleep(ms(50)) => {}
+    }
+    assert_eq!(clock.now_ms(), 50);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(t.attempts(), 1);
+    assert_clean(&t);
+
+    assert_eq!(api.resource().await.unwrap(), "ready");
+    assert_eq!(t.attempts(), 2);
+    assert_clean(&t);
+}
+
+#[tokio::test(start_paused = true)]
+async fn streamed_result_is_bounded_by_the_total_deadline() {
+    // Chunks at 30, 60, 90 and 120; the deadline is at 100.
+    let t = ScriptedTransport::new([Step::status(200).chunks([
+        (ms(30), "a"),
+        (ms(30), "b"),
+        (ms(30), "c"),
+        (ms(30), "d"),
+    ])]);
+    let clock = Clock::start();
+    let api: StreamsClient = client!(StreamsClient, t);
+
+    let mut body = api.download().await.unwrap();
+    assert_eq!(clock.now_ms(), 0);
+    assert_eq!(body.status(), http::StatusCode::OK);
+    let mut got = Vec::new();
+    let e = loop {
+        match body.chunk().await {
+            Ok(Some(c)) => got.push((clock.now_ms(), c)),
+            Ok(None) => panic!("the body ended after the deadline"),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(
+        got,
+        vec![(30, "a".into()), (60, "b".into()), (90, "c".into())]
+    );
+    assert_eq!(clock.now_ms(), 100);
+    assert_eq!(e.kind(), ErrorKind::Deadline);
+    assert_eq!(e.timeout(), Some(TimeoutKind::Total));
+    drop(body);
+    assert_clean(&t);
+
+    t.push([Step::status(200).body("ok")]);
+    assert_eq!(api.resource().await.unwrap(), "ok");
+    assert_clean(&t);
+}
+
+#[tokio::test(start_paused = true)]
+async fn streamed_result_is_bounded_by_the_idle_limit() {
+    // The first chunk at 20; the next would come at 120, but 50 ms of silence ends it.
+    let t = ScriptedTransport::new([Step::status(200).chunks([(ms(20), "a"), (ms(100), "b")])]);
+    let clock = Clock::start();
+    let api: IdleStreamsClient = client!(IdleStreamsClient, t);
+
+    let mut body = api.download().await.unwrap();
+    assert_eq!(clock.now_ms(), 0);
+    assert_eq!(body.chunk().await.unwrap().as_deref(), Some(&b"a"[..]));
+    assert_eq!(clock.now_ms(), 20);
+    let e = body.chunk().await.unwrap_err();
+    assert_eq!(clock.now_ms(), 70);
+    assert_eq!(e.kind(), ErrorKind::AttemptTimeout);
+    assert_eq!(e.timeout(), Some(TimeoutKind::Attempt));
+    drop(body);
+    assert_clean(&t);
+
+    t.push([Step::status(200).body("ok")]);
+    assert_eq!(api.resource().await.unwrap(), "ok");
+    assert_clean(&t);
+}
+
+#[tokio::test(start_paused = true)]
+async fn streamed_result_reads_past_the_attempt_timeout_while_chunks_keep_coming() {
+    // Chunks every 40 ms (under the 50 ms idle limit) until t=160, past the attempt
+    // timeout: the stream is bounded by silence and the total deadline, not by 50 ms.
+    let t = ScriptedTransport::new([Step::status(200).chunks([
+        (ms(40), "a"),
+        (ms(40), "b"),
+        (ms(40), "c"),
+        (ms(40), "d"),
+    ])]);
+    let clock = Clock::start();
+    let api: IdleStreamsClient = client!(IdleStreamsClient, t);
+
+    let body = api.download().await.unwrap();
+    assert_eq!(body.text().await.unwrap(), "abcd");
+    assert_eq!(clock.now_ms(), 160);
+    assert_clean(&t);
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_a_streamed_result_closes_its_body() {
+    let t = ScriptedTransport::new([Step::status(200).chunks([(ms(10), "a"), (ms(10), "b")])]);
+    let api: IdleStreamsClient = client!(IdleStreamsClient, t);
+
+    let mut body = api.download().await.unwrap();
+    assert_eq!(body.chunk().await.unwrap().as_deref(), Some(&b"a"[..]));
+    assert_eq!(t.open_bodies(), 1);
+    drop(body);
+    assert_clean(&t);
+}
