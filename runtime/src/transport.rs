@@ -240,6 +240,9 @@ mod reqwest_transport {
     }
 
     fn classify(e: reqwest::Error) -> TransportError {
+        // reqwest's error holds the URL, query string included, and with it any
+        // secret query parameter: never let it reach a log.
+        let e = e.without_url();
         if e.is_connect() {
             TransportError::connect("connection failed").with_source(e)
         } else if e.is_body() || e.is_decode() {
