@@ -40,7 +40,6 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::time::{Instant, sleep_until};
@@ -86,7 +85,6 @@ impl Call<'_> {
                     break;
                 }
                 let n = first_attempt + launched;
-                self.attempts.fetch_max(n, Ordering::Relaxed);
                 branches.push(Box::pin(self.attempt_deferred(prepared, None, n - 1)));
                 launched += 1;
                 next_launch = if launched < config.max {

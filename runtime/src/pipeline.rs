@@ -291,10 +291,7 @@ impl Call<'_> {
                 Some(h) if spec.idempotent && replayable => {
                     self.hedged_round(&prepared, h, first).await
                 }
-                _ => {
-                    self.attempts.store(first, Ordering::Relaxed);
-                    self.attempt(&prepared, stream_body.take(), first - 1).await
-                }
+                _ => self.attempt(&prepared, stream_body.take(), first - 1).await,
             };
             let failure = match result {
                 Ok(raw) => return Ok(raw),
@@ -484,6 +481,8 @@ impl Call<'_> {
                 ));
             }
         }
+        // Only a dispatched attempt counts as one.
+        self.attempts.fetch_max(resend + 1, Ordering::Relaxed);
         crate::observe::metrics_impl::attempt(self.ep.spec.name, &partition.name);
         let span = tracing::debug_span!(
             "http.attempt",

@@ -1,0 +1,239 @@
+//! S5 bulkhead_queued_cancel, and the bulkhead queue's other ways out: a full queue,
+//! a waiter's deadline, a dropped waiter.
+//!
+//! Concurrency 1, queue 1: the first call holds the only slot for 100 ms.
+
+use std::future::Future;
+
+use resilient_api::testing::{ScriptedTransport, Step};
+use resilient_api::{ApiError, CallOptions, CancellationToken, ErrorKind, Jitter, resilient_api};
+use tests::{Clock, ms};
+use tokio::task::JoinHandle;
+
+/// One endpoint behind a bulkhead of 1 slot and 1 queue place.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 0),
+    bulkhead(concurrency = 1, queue = 1)
+)]
+pub trait Bulk {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+fn client(t: &ScriptedTransport) -> BulkClient {
+    BulkClient::builder()
+        .base_url("https://example.test")
+        .transport(t.clone())
+        .jitter(Jitter::fixed(0.5))
+        .build()
+        .expect("the client builds")
+}
+
+/// Let every task that can run, run, without moving the clock.
+async fn settle() {
+    for _ in 0..16 {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Run `fut` on its own task; it reports its result and when it settled.
+fn spawn_timed<T: Send + 'static>(
+    clock: Clock,
+    fut: impl Future<Output = T> + Send + 'static,
+) -> JoinHandle<(T, u64)> {
+    tokio::spawn(async move {
+        let r = fut.await;
+        (r, clock.now_ms())
+    })
+}
+
+/// Starts the call that holds the only slot from t=0 to t=100.
+async fn hold_the_slot(
+    api: &BulkClient,
+    t: &ScriptedTransport,
+    clock: Clock,
+) -> JoinHandle<(Result<String, ApiError>, u64)> {
+    let api = api.clone();
+    let first = spawn_timed(clock, async move { api.resource().await });
+    settle().await;
+    assert_eq!(t.attempts(), 1, "the first call is dispatched at once");
+    first
+}
+
+async fn nothing_leaks_and_client_still_works(api: &BulkClient, t: &ScriptedTransport) {
+    assert_eq!(t.in_flight(), 0);
+    assert_eq!(t.open_bodies(), 0);
+    let before = t.attempts();
+    t.push([Step::status(200).body("ok")]);
+    assert_eq!(
+        api.resource().await.expect("the follow-up call succeeds"),
+        "ok"
+    );
+    assert_eq!(t.attempts(), before + 1);
+    assert_eq!(t.in_flight(), 0);
+    assert_eq!(t.open_bodies(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn s5_bulkhead_queued_cancel() {
+    let t = ScriptedTransport::new([
+        Step::status(200).body("first").delay(ms(100)),
+        Step::status(200).body("replacement"),
+    ]);
+    let clock = Clock::start();
+    let api = client(&t);
+
+    let first = hold_the_slot(&api, &t, clock).await;
+
+    // The second call queues behind it.
+    let token = CancellationToken::new();
+    let queued = api.with_options(CallOptions::new().cancel_on(token.clone()));
+    let second = spawn_timed(clock, async move { queued.resource().await });
+    settle().await;
+    assert!(!second.is_finished(), "the second call waits in the queue");
+    assert_eq!(t.attempts(), 1);
+
+    // Cancelled at t=20: it settles in the same tick, never dispatched.
+    tokio::time::sleep(ms(20)).await;
+    assert_eq!(clock.now_ms(), 20);
+    token.cancel();
+    settle().await;
+    assert!(second.is_finished(), "a cancelled waiter settles at once");
+    let (res, at) = second.await.unwrap();
+    assert_eq!(res.unwrap_err().kind(), ErrorKind::Cancelled);
+    assert_eq!(at, 20);
+    assert_eq!(t.attempts(), 1);
+
+    // Its place is free: a replacement arriving at t=20 is queued, not turned away.
+    let api3 = api.clone();
+    let replacement = spawn_timed(clock, async move { api3.resource().await });
+    settle().await;
+    assert!(
+        !replacement.is_finished(),
+        "the replacement waits in the freed place"
+    );
+    assert_eq!(t.attempts(), 1);
+
+    let (res, at) = first.await.unwrap();
+    assert_eq!(res.unwrap(), "first");
+    assert_eq!(at, 100);
+    let (res, at) = replacement.await.unwrap();
+    assert_eq!(res.unwrap(), "replacement");
+    assert_eq!(at, 100);
+
+    assert_eq!(t.attempts(), 2);
+    assert_eq!(t.dispatch_times(), vec![ms(0), ms(100)]);
+    nothing_leaks_and_client_still_works(&api, &t).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn bulkhead_full_queue_rejects_at_once_without_dispatch() {
+    let t = ScriptedTransport::new([
+        Step::status(200).body("first").delay(ms(100)),
+        Step::status(200).body("second"),
+    ]);
+    let clock = Clock::start();
+    let api = client(&t);
+
+    let first = hold_the_slot(&api, &t, clock).await;
+    let api2 = api.clone();
+    let second = spawn_timed(clock, async move { api2.resource().await });
+    settle().await;
+    assert!(!second.is_finished());
+
+    // Slot taken, queue full: the third call is turned away now, with no dispatch.
+    tokio::time::sleep(ms(10)).await;
+    let err = api.resource().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::BulkheadFull);
+    assert!(err.is_rejection());
+    assert_eq!(err.status(), None);
+    assert_eq!(clock.now_ms(), 10, "rejected without waiting");
+    assert_eq!(t.attempts(), 1);
+
+    let (res, at) = first.await.unwrap();
+    assert_eq!((res.unwrap().as_str(), at), ("first", 100));
+    let (res, at) = second.await.unwrap();
+    assert_eq!((res.unwrap().as_str(), at), ("second", 100));
+    assert_eq!(t.dispatch_times(), vec![ms(0), ms(100)]);
+    nothing_leaks_and_client_still_works(&api, &t).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn bulkhead_queued_waiter_leaves_at_exactly_its_deadline() {
+    let t = ScriptedTransport::new([
+        Step::status(200).body("first").delay(ms(100)),
+        Step::status(200).body("replacement"),
+    ]);
+    let clock = Clock::start();
+    let api = client(&t);
+
+    let first = hold_the_slot(&api, &t, clock).await;
+    let bounded = api.with_options(CallOptions::new().deadline(ms(30)));
+    let second = spawn_timed(clock, async move { bounded.resource().await });
+    settle().await;
+    assert!(!second.is_finished());
+
+    // Still waiting one tick before its deadline.
+    tokio::time::sleep(ms(29)).await;
+    settle().await;
+    assert!(!second.is_finished(), "the deadline does not fire early");
+
+    let (res, at) = second.await.unwrap();
+    let err = res.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Deadline);
+    assert_eq!(err.timeout(), Some(resilient_api::TimeoutKind::Total));
+    assert_eq!(at, 30, "the deadline fires exactly, not late");
+    assert_eq!(clock.now_ms(), 30);
+    assert_eq!(t.attempts(), 1, "never dispatched");
+
+    // Its place is free: the replacement queues instead of being turned away...
+    let api3 = api.clone();
+    let replacement = spawn_timed(clock, async move { api3.resource().await });
+    settle().await;
+    assert!(!replacement.is_finished());
+    // ...and the queue is full again behind it.
+    let err = api.resource().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::BulkheadFull);
+    assert_eq!(clock.now_ms(), 30);
+
+    let (res, at) = first.await.unwrap();
+    assert_eq!((res.unwrap().as_str(), at), ("first", 100));
+    let (res, at) = replacement.await.unwrap();
+    assert_eq!((res.unwrap().as_str(), at), ("replacement", 100));
+    assert_eq!(t.dispatch_times(), vec![ms(0), ms(100)]);
+    nothing_leaks_and_client_still_works(&api, &t).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn bulkhead_dropped_queued_call_frees_its_place() {
+    let t = ScriptedTransport::new([
+        Step::status(200).body("first").delay(ms(100)),
+        Step::status(200).body("replacement"),
+    ]);
+    let clock = Clock::start();
+    let api = client(&t);
+
+    let first = hold_the_slot(&api, &t, clock).await;
+
+    // The caller gives up on the queued call at t=20 by dropping its future.
+    let dropped = tokio::time::timeout(ms(20), api.resource()).await;
+    assert!(dropped.is_err(), "still queued when dropped");
+    assert_eq!(clock.now_ms(), 20);
+    assert_eq!(t.attempts(), 1);
+
+    // The place it held is free at once.
+    let api3 = api.clone();
+    let replacement = spawn_timed(clock, async move { api3.resource().await });
+    settle().await;
+    assert!(!replacement.is_finished(), "queued, not turned away");
+    let err = api.resource().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::BulkheadFull, "the queue holds one");
+
+    let (res, at) = first.await.unwrap();
+    assert_eq!((res.unwrap().as_str(), at), ("first", 100));
+    let (res, at) = replacement.await.unwrap();
+    assert_eq!((res.unwrap().as_str(), at), ("replacement", 100));
+    assert_eq!(t.dispatch_times(), vec![ms(0), ms(100)]);
+    nothing_leaks_and_client_still_works(&api, &t).await;
+}

@@ -1,0 +1,250 @@
+//! S21 circuit_local_cancel: a cancellation by the caller is not a breaker failure,
+//! and a dropped half-open probe gives its slot back.
+
+use std::future::Future;
+
+use resilient_api::circuit_breaker::state::Phase;
+use resilient_api::testing::{ScriptedTransport, Step};
+use resilient_api::{ApiError, CallOptions, CancellationToken, ErrorKind, Jitter, resilient_api};
+use tests::{Clock, ms};
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, sleep_until};
+
+/// One failure trips it.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 0),
+    breaker(failures = 1, reset = "100ms", probes = 1)
+)]
+pub trait Fragile {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+/// Two failures trip it, so the 503 before the backoff alone does not.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 2, backoff = fixed(delay = "100ms"), on = [503]),
+    breaker(failures = 2, reset = "1s")
+)]
+pub trait Backoff {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+async fn settle() {
+    for _ in 0..16 {
+        tokio::task::yield_now().await;
+    }
+}
+
+fn spawn_timed<T: Send + 'static>(
+    clock: Clock,
+    fut: impl Future<Output = T> + Send + 'static,
+) -> JoinHandle<(T, u64)> {
+    tokio::spawn(async move {
+        let r = fut.await;
+        (r, clock.now_ms())
+    })
+}
+
+fn fragile(t: &ScriptedTransport) -> FragileClient {
+    FragileClient::builder()
+        .base_url("https://example.test")
+        .transport(t.clone())
+        .jitter(Jitter::fixed(0.5))
+        .build()
+        .expect("the client builds")
+}
+
+#[tokio::test(start_paused = true)]
+async fn s21_circuit_local_cancel() {
+    let t = ScriptedTransport::new([Step::hang()]);
+    let clock = Clock::start();
+    let api = fragile(&t);
+
+    let token = CancellationToken::new();
+    let cancellable = api.with_options(CallOptions::new().cancel_on(token.clone()));
+    let call = spawn_timed(clock, async move { cancellable.resource().await });
+    settle().await;
+    assert_eq!((t.attempts(), t.in_flight()), (1, 1));
+
+    tokio::time::sleep(ms(20)).await;
+    token.cancel();
+    settle().await;
+    assert!(call.is_finished(), "settles in the same tick");
+    let (res, at) = call.await.unwrap();
+    assert_eq!(res.unwrap_err().kind(), ErrorKind::Cancelled);
+    assert_eq!(at, 20);
+    assert_eq!(t.in_flight(), 0, "the hanging attempt was dropped");
+
+    let state = api.circuit_state();
+    assert_eq!(
+        (state.phase, state.consecutive_failures, state.generation),
+        (Phase::Closed, 0, 0),
+        "a cancel is not a failure"
+    );
+
+    tokio::time::sleep(ms(500)).await;
+    assert_eq!(t.attempts(), 1, "nothing dispatched after the cancel");
+    assert_eq!(t.open_bodies(), 0);
+    t.push([Step::status(200).body("ok")]);
+    assert_eq!(api.resource().await.unwrap(), "ok");
+    assert_eq!(api.circuit_state().phase, Phase::Closed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn s21_circuit_local_cancel_during_backoff() {
+    let t = ScriptedTransport::new([Step::status(503).body("busy")]);
+    let clock = Clock::start();
+    let api = BackoffClient::builder()
+        .base_url("https://example.test")
+        .transport(t.clone())
+        .jitter(Jitter::fixed(0.5))
+        .build()
+        .unwrap();
+
+    let token = CancellationToken::new();
+    let cancellable = api.with_options(CallOptions::new().cancel_on(token.clone()));
+    let call = spawn_timed(clock, async move { cancellable.resource().await });
+    settle().await;
+    assert_eq!(t.attempts(), 1);
+    let state = api.circuit_state();
+    assert_eq!(
+        (state.phase, state.consecutive_failures),
+        (Phase::Closed, 1),
+        "the 503 counts"
+    );
+
+    // Cancelled at t=20, in the middle of the 100 ms backoff.
+    tokio::time::sleep(ms(20)).await;
+    token.cancel();
+    settle().await;
+    assert!(call.is_finished(), "settles in the same tick");
+    let (res, at) = call.await.unwrap();
+    assert_eq!(res.unwrap_err().kind(), ErrorKind::Cancelled);
+    assert_eq!(at, 20);
+
+    let state = api.circuit_state();
+    assert_eq!(
+        (state.phase, state.consecutive_failures, state.generation),
+        (Phase::Closed, 1, 0),
+        "the cancel adds nothing"
+    );
+
+    // The backoff would have ended at t=100: nothing is dispatched, then or later.
+    tokio::time::sleep(ms(500)).await;
+    assert_eq!(t.attempts(), 1);
+    assert_eq!(t.dispatch_times(), vec![ms(0)]);
+    assert_eq!(t.in_flight(), 0);
+    assert_eq!(t.open_bodies(), 0);
+
+    t.push([Step::status(200).body("ok")]);
+    assert_eq!(api.resource().await.unwrap(), "ok");
+    let state = api.circuit_state();
+    assert_eq!(
+        (state.phase, state.consecutive_failures),
+        (Phase::Closed, 0)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropped_half_open_probe_releases_its_slot() {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("down"),
+        Step::hang(),
+        Step::status(200).body("probe"),
+    ]);
+    let start = Instant::now();
+    let clock = Clock::start();
+    let api = fragile(&t);
+
+    assert_eq!(api.resource().await.unwrap_err().status(), Some(503));
+    assert_eq!(api.circuit_state().phase, Phase::Open);
+
+    // t=100: the probe hangs; the caller drops it at t=110.
+    sleep_until(start + ms(100)).await;
+    let dropped = tokio::time::timeout(ms(10), api.resource());
+    let api_other = api.clone();
+    let other = async move {
+        settle().await;
+        // While the probe is in flight its slot is taken.
+        let admitted = api_other.circuit_state();
+        assert_eq!(
+            (admitted.phase, admitted.probes_in_flight),
+            (Phase::HalfOpen, 1)
+        );
+        (api_other.resource().await, admitted)
+    };
+    let (dropped, (other, admitted)) = tokio::join!(dropped, other);
+    assert!(dropped.is_err());
+    assert_eq!(other.unwrap_err().kind(), ErrorKind::CircuitOpen);
+    assert_eq!(clock.now_ms(), 110);
+    assert_eq!(t.in_flight(), 0, "the probe's attempt was dropped");
+
+    // Its slot is free and nothing was counted: the next call is the new probe.
+    let state = api.circuit_state();
+    assert_eq!(
+        (
+            state.phase,
+            state.probes_in_flight,
+            state.consecutive_failures,
+            state.generation
+        ),
+        (
+            Phase::HalfOpen,
+            0,
+            admitted.consecutive_failures,
+            admitted.generation
+        )
+    );
+    assert_eq!(api.resource().await.unwrap(), "probe");
+    assert_eq!(clock.now_ms(), 110);
+    assert_eq!(api.circuit_state().phase, Phase::Closed);
+    assert_eq!(t.dispatch_times(), vec![ms(0), ms(100), ms(110)]);
+
+    assert_eq!(t.in_flight(), 0);
+    assert_eq!(t.open_bodies(), 0);
+    t.push([Step::status(200).body("ok")]);
+    assert_eq!(api.resource().await.unwrap(), "ok");
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancelled_half_open_probe_releases_its_slot() {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("down"),
+        Step::hang(),
+        Step::status(200).body("probe"),
+    ]);
+    let start = Instant::now();
+    let clock = Clock::start();
+    let api = fragile(&t);
+
+    assert_eq!(api.resource().await.unwrap_err().status(), Some(503));
+    sleep_until(start + ms(100)).await;
+
+    let token = CancellationToken::new();
+    let cancellable = api.with_options(CallOptions::new().cancel_on(token.clone()));
+    let probe = spawn_timed(clock, async move { cancellable.resource().await });
+    settle().await;
+    assert_eq!(api.circuit_state().probes_in_flight, 1);
+
+    sleep_until(start + ms(110)).await;
+    token.cancel();
+    settle().await;
+    assert!(probe.is_finished());
+    let (res, at) = probe.await.unwrap();
+    assert_eq!((res.unwrap_err().kind(), at), (ErrorKind::Cancelled, 110));
+
+    let state = api.circuit_state();
+    assert_eq!((state.phase, state.probes_in_flight), (Phase::HalfOpen, 0));
+    assert_eq!(api.resource().await.unwrap(), "probe");
+    assert_eq!(clock.now_ms(), 110);
+    assert_eq!(api.circuit_state().phase, Phase::Closed);
+    assert_eq!(t.dispatch_times(), vec![ms(0), ms(100), ms(110)]);
+
+    assert_eq!(t.in_flight(), 0);
+    assert_eq!(t.open_bodies(), 0);
+    t.push([Step::status(200).body("ok")]);
+    assert_eq!(api.resource().await.unwrap(), "ok");
+}

@@ -1,0 +1,244 @@
+//! Rate limit: 10 per second, burst 1, so one token every 100 ms exactly. Every
+//! attempt takes a token (retries too); a deadline the next token cannot meet fails at
+//! once; a waiter that leaves takes nothing.
+
+use std::future::Future;
+
+use resilient_api::testing::{ScriptedTransport, Step};
+use resilient_api::{ApiError, CallOptions, CancellationToken, ErrorKind, Jitter, resilient_api};
+use tests::{Clock, ms};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+/// One token every 100 ms, burst 1; two retries 20 ms apart.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 2, backoff = fixed(delay = "20ms"), on = [503]),
+    rate_limit(per_second = 10, burst = 1)
+)]
+pub trait Limited {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+fn client(t: &ScriptedTransport) -> LimitedClient {
+    LimitedClient::builder()
+        .base_url("https://example.test")
+        .transport(t.clone())
+        .jitter(Jitter::fixed(0.5))
+        .build()
+        .expect("the client builds")
+}
+
+async fn settle() {
+    for _ in 0..16 {
+        tokio::task::yield_now().await;
+    }
+}
+
+fn spawn_timed<T: Send + 'static>(
+    clock: Clock,
+    fut: impl Future<Output = T> + Send + 'static,
+) -> JoinHandle<(T, u64)> {
+    tokio::spawn(async move {
+        let r = fut.await;
+        (r, clock.now_ms())
+    })
+}
+
+async fn nothing_leaks_and_client_still_works(api: &LimitedClient, t: &ScriptedTransport) {
+    assert_eq!(t.in_flight(), 0);
+    assert_eq!(t.open_bodies(), 0);
+    // Long after the last token, the bucket is full again.
+    tokio::time::sleep(ms(1000)).await;
+    let (before, clock) = (t.attempts(), Clock::start());
+    t.push([Step::status(200).body("ok")]);
+    assert_eq!(
+        api.resource().await.expect("the follow-up call succeeds"),
+        "ok"
+    );
+    assert_eq!(clock.now_ms(), 0, "a full bucket does not wait");
+    assert_eq!(t.attempts(), before + 1);
+    assert_eq!(t.in_flight(), 0);
+    assert_eq!(t.open_bodies(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn rate_limit_spaces_calls_exactly_100ms_apart() {
+    let t = ScriptedTransport::new((0..4).map(|i| Step::status(200).body(format!("r{i}"))));
+    let clock = Clock::start();
+    let api = client(&t);
+
+    let mut calls = Vec::new();
+    for _ in 0..4 {
+        let api = api.clone();
+        calls.push(spawn_timed(clock, async move { api.resource().await }));
+        settle().await;
+    }
+    assert_eq!(t.attempts(), 1, "one token at t=0");
+    for (i, call) in calls.into_iter().enumerate() {
+        let (res, at) = call.await.unwrap();
+        assert_eq!(res.unwrap(), format!("r{i}"));
+        assert_eq!(at, 100 * i as u64);
+    }
+    assert_eq!(t.dispatch_times(), vec![ms(0), ms(100), ms(200), ms(300)]);
+    nothing_leaks_and_client_still_works(&api, &t).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn rate_limit_sequential_calls_wait_for_the_next_token() {
+    let t = ScriptedTransport::new((0..3).map(|_| Step::status(200).body("ok")));
+    let clock = Clock::start();
+    let api = client(&t);
+    for i in 0..3 {
+        assert_eq!(api.resource().await.unwrap(), "ok");
+        assert_eq!(clock.now_ms(), 100 * i);
+    }
+    // 250 ms later the bucket holds one token (burst 1), not more.
+    tokio::time::sleep(ms(250)).await;
+    t.push([Step::status(200).body("a"), Step::status(200).body("b")]);
+    assert_eq!(api.resource().await.unwrap(), "a");
+    assert_eq!(clock.now_ms(), 450);
+    assert_eq!(api.resource().await.unwrap(), "b");
+    assert_eq!(clock.now_ms(), 550);
+    assert_eq!(
+        t.dispatch_times(),
+        vec![ms(0), ms(100), ms(200), ms(450), ms(550)]
+    );
+    nothing_leaks_and_client_still_works(&api, &t).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn rate_limit_every_retry_takes_a_token() {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("busy"),
+        Step::status(503).body("busy"),
+        Step::status(200).body("ready"),
+    ]);
+    let clock = Clock::start();
+    let api = client(&t);
+
+    // Backoffs end at t=20 and t=120, but the next tokens are at t=100 and t=200.
+    assert_eq!(api.resource().await.unwrap(), "ready");
+    assert_eq!(clock.now_ms(), 200);
+    assert_eq!(t.dispatch_times(), vec![ms(0), ms(100), ms(200)]);
+    nothing_leaks_and_client_still_works(&api, &t).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn rate_limit_deadline_too_short_fails_at_once() {
+    let t = ScriptedTransport::new([
+        Step::status(200).body("first"),
+        Step::status(200).body("fits"),
+    ]);
+    let start = Instant::now();
+    let clock = Clock::start();
+    let api = client(&t);
+
+    assert_eq!(api.resource().await.unwrap(), "first");
+
+    // The next token is at t=100: a 50 ms deadline cannot meet it. No waiting.
+    let err = api
+        .with_options(CallOptions::new().deadline(ms(50)))
+        .resource()
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::RateLimited);
+    assert!(err.is_rejection());
+    assert_eq!(
+        err.retry_at(),
+        Some(start + ms(100)),
+        "says when a token is free"
+    );
+    assert_eq!(clock.now_ms(), 0, "fails at once");
+    assert_eq!(t.attempts(), 1, "no dispatch");
+
+    // A token at exactly the deadline is too late: no dispatch at the deadline.
+    let err = api
+        .with_options(CallOptions::new().deadline(ms(100)))
+        .resource()
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::RateLimited);
+    assert_eq!(clock.now_ms(), 0);
+    assert_eq!(t.attempts(), 1);
+
+    // The refused calls took nothing: a deadline one tick later gets the t=100 token.
+    let ok = api
+        .with_options(CallOptions::new().deadline(ms(101)))
+        .resource()
+        .await
+        .unwrap();
+    assert_eq!(ok, "fits");
+    assert_eq!(clock.now_ms(), 100);
+    assert_eq!(t.dispatch_times(), vec![ms(0), ms(100)]);
+    nothing_leaks_and_client_still_works(&api, &t).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn rate_limit_dropped_waiter_takes_no_token() {
+    let t = ScriptedTransport::new([
+        Step::status(200).body("first"),
+        Step::status(200).body("behind"),
+        Step::status(200).body("later"),
+    ]);
+    let clock = Clock::start();
+    let api = client(&t);
+
+    assert_eq!(api.resource().await.unwrap(), "first");
+
+    // The front waiter (due at t=100) is dropped at t=50; the one behind it (due at
+    // t=200) moves up to t=100.
+    let api2 = api.clone();
+    let front = spawn_timed(clock, async move {
+        tokio::time::timeout(ms(50), api2.resource()).await
+    });
+    settle().await;
+    let api3 = api.clone();
+    let behind = spawn_timed(clock, async move { api3.resource().await });
+    settle().await;
+    assert_eq!(t.attempts(), 1);
+
+    let (res, at) = front.await.unwrap();
+    assert!(res.is_err(), "dropped while waiting");
+    assert_eq!(at, 50);
+    assert_eq!(t.attempts(), 1);
+
+    let (res, at) = behind.await.unwrap();
+    assert_eq!((res.unwrap().as_str(), at), ("behind", 100));
+    assert_eq!(api.resource().await.unwrap(), "later");
+    assert_eq!(clock.now_ms(), 200);
+    assert_eq!(t.dispatch_times(), vec![ms(0), ms(100), ms(200)]);
+    nothing_leaks_and_client_still_works(&api, &t).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn rate_limit_cancelled_waiter_takes_no_token() {
+    let t = ScriptedTransport::new([
+        Step::status(200).body("first"),
+        Step::status(200).body("next"),
+    ]);
+    let clock = Clock::start();
+    let api = client(&t);
+
+    assert_eq!(api.resource().await.unwrap(), "first");
+
+    let token = CancellationToken::new();
+    let cancellable = api.with_options(CallOptions::new().cancel_on(token.clone()));
+    let waiter = spawn_timed(clock, async move { cancellable.resource().await });
+    settle().await;
+
+    tokio::time::sleep(ms(50)).await;
+    token.cancel();
+    settle().await;
+    assert!(waiter.is_finished(), "settles in the same tick");
+    let (res, at) = waiter.await.unwrap();
+    assert_eq!((res.unwrap_err().kind(), at), (ErrorKind::Cancelled, 50));
+    assert_eq!(t.attempts(), 1);
+
+    // The t=100 token is still there for the next caller.
+    assert_eq!(api.resource().await.unwrap(), "next");
+    assert_eq!(clock.now_ms(), 100);
+    assert_eq!(t.dispatch_times(), vec![ms(0), ms(100)]);
+    nothing_leaks_and_client_still_works(&api, &t).await;
+}
