@@ -9,7 +9,8 @@
 //!
 //! Rules, in the order they matter:
 //! - A new branch starts every `delay` while no acceptable answer has come, up to
-//!   `max` branches. None starts at or after the call's deadline (the deadline wins a
+//!   `max` branches. A branch refused by the breaker, bulkhead or rate limiter stops
+//!   further hedging but does not end the round while another branch is in flight. None starts at or after the call's deadline (the deadline wins a
 //!   tie), and each needs the retry budget's permission, as a retry would.
 //! - The first success wins. A non-retryable failure (a 404, a decode error) is an
 //!   answer too and ends the round. A retryable failure (a 5xx, a 429, a reset) does
@@ -121,6 +122,16 @@ impl Call<'_> {
                         crate::pipeline::Verdict::ignore(v);
                     }
                     return Ok(raw);
+                }
+                // A branch refused before admission (breaker, bulkhead, rate limit) is
+                // not an answer: stop hedging, keep waiting for the branches in flight.
+                Err(failure)
+                    if verdict.is_none() && failure.error.is_rejection() && !branches.is_empty() =>
+                {
+                    next_launch = None;
+                    if last.is_none() {
+                        last = Some(failure);
+                    }
                 }
                 Err(failure) if !failure.retryable => {
                     if let Some(v) = verdict {

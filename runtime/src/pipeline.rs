@@ -474,6 +474,10 @@ impl Call<'_> {
         };
         for m in &self.inner.hooks.middleware {
             if let Err(e) = m(&mut request) {
+                // Never dispatched: the token goes back.
+                if let (Some(rl), Some(t)) = (&partition.rate_limit, token) {
+                    rl.refund(t);
+                }
                 return Err(Failure::fatal(
                     ApiError::new(ErrorKind::Hook)
                         .with_message("request middleware failed")

@@ -1,0 +1,170 @@
+//! S17 coalesce_cancel: coalesced callers are independent. Cancelling one leaves the
+//! other served by the same request; cancelling every caller drops the shared request.
+
+use resilient_api::testing::{ScriptedTransport, Step};
+use resilient_api::{ApiError, CallOptions, CancellationToken, ErrorKind, Jitter, resilient_api};
+use tests::{Clock, ms};
+
+/// A coalesced read with retries.
+#[resilient_api(timeout(attempt = "10s"), retry(max = 2, backoff = fixed(delay = "20ms"), on = [503]))]
+pub trait Config {
+    #[get("/config")]
+    #[coalesce]
+    async fn config(&self) -> Result<String, ApiError>;
+}
+
+fn client(t: &ScriptedTransport) -> ConfigClient {
+    ConfigClient::builder()
+        .base_url("https://example.test")
+        .transport(t.clone())
+        .jitter(Jitter::fixed(0.5))
+        .build()
+        .expect("the client builds")
+}
+
+/// A later call dispatches afresh and succeeds; nothing is left over.
+async fn follow_up(t: &ScriptedTransport, api: &ConfigClient) {
+    assert_eq!(t.in_flight(), 0);
+    assert_eq!(t.open_bodies(), 0);
+    t.push([Step::status(200).body("ok")]);
+    let before = t.attempts();
+    assert_eq!(
+        api.config().await.expect("the follow-up call succeeds"),
+        "ok"
+    );
+    assert_eq!(t.attempts(), before + 1);
+    assert_eq!(t.in_flight(), 0);
+    assert_eq!(t.open_bodies(), 0);
+}
+
+/// Two identical calls on a step answered at t=50; at t=20 the callers picked by
+/// `cancel` are cancelled through their tokens.
+async fn coalesce_cancel(cancel: [bool; 2]) {
+    let t = ScriptedTransport::new([Step::status(200).body("answer").delay(ms(50))]);
+    let clock = Clock::start();
+    let api = client(&t);
+    let tokens = [CancellationToken::new(), CancellationToken::new()];
+    let callers = [
+        api.with_options(CallOptions::new().cancel_on(tokens[0].clone())),
+        api.with_options(CallOptions::new().cancel_on(tokens[1].clone())),
+    ];
+
+    let timed = |r: Result<String, ApiError>| (r, clock.now_ms());
+    let (first, second, in_flight_after_cancel) = tokio::join!(
+        async { timed(callers[0].config().await) },
+        async { timed(callers[1].config().await) },
+        async {
+            tokio::time::sleep(ms(20)).await;
+            assert_eq!(t.attempts(), 1, "coalesced into one dispatch");
+            assert_eq!(t.in_flight(), 1);
+            for (token, cancel) in tokens.iter().zip(cancel) {
+                if cancel {
+                    token.cancel();
+                }
+            }
+            // Let the cancelled callers settle in this same tick.
+            for _ in 0..3 {
+                tokio::task::yield_now().await;
+            }
+            assert_eq!(clock.now_ms(), 20);
+            t.in_flight()
+        },
+    );
+
+    for ((result, at), cancelled) in [first, second].into_iter().zip(cancel) {
+        if cancelled {
+            let e = result.expect_err("cancelled");
+            assert_eq!(e.kind(), ErrorKind::Cancelled, "{e:?}");
+            assert_eq!(at, 20, "a cancelled caller settles at once");
+        } else {
+            assert_eq!(result.expect("served"), "answer");
+            assert_eq!(at, 50, "the caller left still gets the shared answer");
+        }
+    }
+    if cancel == [true, true] {
+        assert_eq!(in_flight_after_cancel, 0, "the shared request was dropped");
+        assert_eq!(clock.now_ms(), 20);
+    } else {
+        assert_eq!(in_flight_after_cancel, 1, "the shared request goes on");
+        assert_eq!(clock.now_ms(), 50);
+    }
+    assert_eq!(t.attempts(), 1);
+    assert_eq!(t.dispatch_times(), [ms(0)]);
+    assert_eq!(t.in_flight(), 0);
+    assert_eq!(t.open_bodies(), 0);
+
+    // Nothing dispatched later on behalf of the cancelled callers.
+    tokio::time::sleep(ms(100)).await;
+    assert_eq!(t.attempts(), 1);
+    follow_up(&t, &api).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn s17_coalesce_cancel_first() {
+    coalesce_cancel([true, false]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn s17_coalesce_cancel_second() {
+    coalesce_cancel([false, true]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn s17_coalesce_cancel_both() {
+    coalesce_cancel([true, true]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn s17_coalesce_dropped_caller_leaves_the_other_served() {
+    // Dropping a caller's future (here by a 20 ms timeout around it) is leaving too.
+    let t = ScriptedTransport::new([Step::status(200).body("answer").delay(ms(50))]);
+    let clock = Clock::start();
+    let api = client(&t);
+
+    let (dropped, kept) = tokio::join!(
+        async {
+            let r = tokio::time::timeout(ms(20), api.config()).await;
+            (r.is_err(), clock.now_ms())
+        },
+        async { (api.config().await, clock.now_ms()) },
+    );
+    assert_eq!(dropped, (true, 20));
+    let (result, at) = kept;
+    assert_eq!(result.expect("served"), "answer");
+    assert_eq!(at, 50);
+    assert_eq!(t.attempts(), 1);
+    follow_up(&t, &api).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn s17_coalesce_cancel_during_shared_backoff() {
+    // The shared execution is in its backoff (503 at t=0, retry due at t=20) when the
+    // first caller is cancelled at t=10; the second still gets the retry's answer, and
+    // the cancelled caller causes no dispatch of its own.
+    let t = ScriptedTransport::new([
+        Step::status(503).body("busy"),
+        Step::status(200).body("answer").delay(ms(5)),
+    ]);
+    let clock = Clock::start();
+    let api = client(&t);
+    let token = CancellationToken::new();
+    let cancellable = api.with_options(CallOptions::new().cancel_on(token.clone()));
+
+    let (first, second, ()) = tokio::join!(
+        async { (cancellable.config().await, clock.now_ms()) },
+        async { (api.config().await, clock.now_ms()) },
+        async {
+            tokio::time::sleep(ms(10)).await;
+            token.cancel();
+        },
+    );
+    let (e, at) = first;
+    assert_eq!(e.unwrap_err().kind(), ErrorKind::Cancelled);
+    assert_eq!(at, 10);
+    let (result, at) = second;
+    assert_eq!(result.expect("served"), "answer");
+    assert_eq!(at, 25);
+    assert_eq!(t.attempts(), 2);
+    assert_eq!(t.dispatch_times(), [ms(0), ms(20)]);
+    follow_up(&t, &api).await;
+}

@@ -1,0 +1,205 @@
+//! S7 circuit_hedge: hedged attempts go through the breaker, and a losing branch's
+//! failure is not a breaker failure when another branch wins.
+
+use resilient_api::circuit_breaker::state::Phase;
+use resilient_api::testing::{ScriptedTransport, Step};
+use resilient_api::{ApiError, ErrorKind, Jitter, resilient_api};
+use tests::{Clock, ms};
+
+/// Hedged and plain endpoints behind one breaker (the default partition).
+#[resilient_api(
+    timeout(attempt = "10s"),
+    breaker(failures = 1, reset = "1s"),
+    retry(max = 2, backoff = fixed(delay = "20ms"), on = [503])
+)]
+pub trait Search {
+    #[get("/search")]
+    #[hedge(delay = "10ms", max = 2)]
+    async fn search(&self) -> Result<String, ApiError>;
+
+    #[get("/search")]
+    #[hedge(delay = "10ms", max = 2)]
+    #[retry(max = 0)]
+    async fn search_once(&self) -> Result<String, ApiError>;
+
+    #[get("/plain")]
+    #[retry(max = 0)]
+    async fn plain(&self) -> Result<String, ApiError>;
+}
+
+fn client(t: &ScriptedTransport) -> SearchClient {
+    SearchClient::builder()
+        .base_url("https://example.test")
+        .transport(t.clone())
+        .jitter(Jitter::fixed(0.5))
+        .build()
+        .expect("the client builds")
+}
+
+fn assert_closed_and_clean(api: &SearchClient) {
+    let state = api.circuit_state();
+    assert_eq!(state.phase, Phase::Closed);
+    assert_eq!(state.consecutive_failures, 0);
+}
+
+/// The breaker is open: every call is refused at once, without dispatch.
+async fn assert_refused(t: &ScriptedTransport, api: &SearchClient, clock: &Clock) {
+    let before = t.attempts();
+    let at = clock.now_ms();
+    let e = api.search().await.expect_err("refused");
+    assert_eq!(e.kind(), ErrorKind::CircuitOpen);
+    assert_eq!(e.attempts(), 0, "nothing was dispatched: {e:?}");
+    let e = api.plain().await.expect_err("refused");
+    assert_eq!(e.kind(), ErrorKind::CircuitOpen);
+    assert_eq!(e.attempts(), 0, "nothing was dispatched: {e:?}");
+    assert_eq!(t.attempts(), before, "a refused call dispatches nothing");
+    assert_eq!(clock.now_ms(), at, "refused at once");
+}
+
+/// After the cooldown a healthy call is admitted, succeeds and closes the breaker.
+async fn recover(t: &ScriptedTransport, api: &SearchClient, clock: &Clock, open_until_ms: u64) {
+    let now = clock.now_ms();
+    tokio::time::sleep(ms(open_until_ms - now)).await;
+    assert_eq!(clock.now_ms(), open_until_ms);
+    t.push([Step::status(200).body("ok")]);
+    let before = t.attempts();
+    assert_eq!(
+        api.plain().await.expect("the follow-up call succeeds"),
+        "ok"
+    );
+    assert_eq!(t.attempts(), before + 1);
+    assert_closed_and_clean(api);
+    assert_eq!(t.in_flight(), 0);
+    assert_eq!(t.open_bodies(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn s7_circuit_hedge() {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("primary").delay(ms(15)),
+        Step::status(200).body("winner").delay(ms(20)),
+    ]);
+    let clock = Clock::start();
+    let api = client(&t);
+
+    // Between the primary's 503 (t=15) and the hedge's answer (t=30) the losing
+    // failure must not have been counted.
+    let (result, state_at_20) = tokio::join!(api.search(), async {
+        tokio::time::sleep(ms(20)).await;
+        api.circuit_state()
+    });
+    assert_eq!(result.unwrap(), "winner");
+    assert_eq!(clock.now_ms(), 30);
+    assert_eq!(state_at_20.phase, Phase::Closed);
+    assert_eq!(state_at_20.consecutive_failures, 0);
+    assert_eq!(t.attempts(), 2);
+    assert_eq!(t.dispatch_times(), [ms(0), ms(10)]);
+    assert_eq!(t.in_flight(), 0);
+    assert_eq!(t.open_bodies(), 0);
+    assert_closed_and_clean(&api);
+
+    // A later failing call (no retry, no hedge) trips it and reports its own failure.
+    t.push([Step::status(503).body("down")]);
+    let e = api.plain().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Status);
+    assert_eq!(e.status(), Some(503));
+    assert_eq!(e.body_text().as_deref(), Some("down"));
+    assert_eq!(e.attempts(), 1);
+    assert_eq!(clock.now_ms(), 30);
+    assert_eq!(t.attempts(), 3);
+    let state = api.circuit_state();
+    assert_eq!(state.phase, Phase::Open);
+
+    // The next call is refused without dispatch.
+    assert_refused(&t, &api, &clock).await;
+    assert_eq!(t.in_flight(), 0);
+    assert_eq!(t.open_bodies(), 0);
+
+    recover(&t, &api, &clock, 1030).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn s7_circuit_hedge_both_branches_failing_trip_it() {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("primary").delay(ms(5)),
+        Step::status(503).body("hedge").delay(ms(20)),
+    ]);
+    let clock = Clock::start();
+    let api = client(&t);
+
+    let e = api.search_once().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::AllHedgesFailed);
+    assert_eq!(clock.now_ms(), 30);
+    assert_eq!(t.attempts(), 2);
+    assert_eq!(t.dispatch_times(), [ms(0), ms(10)]);
+    assert_eq!(api.circuit_state().phase, Phase::Open);
+    assert_eq!(t.in_flight(), 0);
+    assert_eq!(t.open_bodies(), 0);
+
+    assert_refused(&t, &api, &clock).await;
+    recover(&t, &api, &clock, 1030).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn s7_circuit_hedge_tripped_with_retries_left_ends_with_circuit_open() {
+    // Both branches fail (t=5, t=30) and trip the breaker; a retry remains, but the
+    // breaker would still be open after the 20 ms backoff: the call ends at once with
+    // CircuitOpen whose source is the hedged round's failure.
+    let t = ScriptedTransport::new([
+        Step::status(503).body("primary").delay(ms(5)),
+        Step::status(503).body("hedge").delay(ms(20)),
+    ]);
+    let clock = Clock::start();
+    let api = client(&t);
+
+    let e = api.search().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::CircuitOpen);
+    assert_eq!(clock.now_ms(), 30, "no sleep just to be refused");
+    assert_eq!(t.attempts(), 2);
+    let source = std::error::Error::source(&e)
+        .and_then(|s| s.downcast_ref::<ApiError>())
+        .expect("the round's failure as source");
+    assert_eq!(source.kind(), ErrorKind::AllHedgesFailed);
+    assert_eq!(source.status(), Some(503));
+    assert_eq!(source.body_text().as_deref(), Some("hedge"));
+    assert_eq!(api.circuit_state().phase, Phase::Open);
+    assert_eq!(t.in_flight(), 0);
+    assert_eq!(t.open_bodies(), 0);
+
+    assert_refused(&t, &api, &clock).await;
+    recover(&t, &api, &clock, 1030).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn s7_open_breaker_refuses_the_hedge_branch_too() {
+    // The primary (t=0) is admitted; before the hedge is due (t=10) an unrelated call
+    // trips the breaker at t=5: the hedge is refused without dispatch, and the
+    // primary's later answer still serves its caller.
+    let t = ScriptedTransport::new([
+        Step::status(200).body("primary").delay(ms(40)),
+        Step::status(503).body("down").delay(ms(5)),
+    ]);
+    let clock = Clock::start();
+    let api = client(&t);
+
+    let (hedged, tripping) = tokio::join!(api.search(), api.plain());
+    let e = tripping.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Status);
+    assert_eq!(e.status(), Some(503));
+    assert_eq!(hedged.unwrap(), "primary");
+    assert_eq!(clock.now_ms(), 40);
+    assert_eq!(
+        t.attempts(),
+        2,
+        "the hedge branch was refused by the open breaker"
+    );
+    assert_eq!(t.dispatch_times(), [ms(0), ms(0)]);
+    assert_eq!(t.in_flight(), 0);
+    assert_eq!(t.open_bodies(), 0);
+    // The primary was admitted under the closed generation: its success does not
+    // close the breaker that opened after it.
+    assert_eq!(api.circuit_state().phase, Phase::Open);
+
+    assert_refused(&t, &api, &clock).await;
+    recover(&t, &api, &clock, 1005).await;
+}
