@@ -1,0 +1,579 @@
+//! The model of an annotated trait: `Api { endpoints }`, `Endpoint { method, path,
+//! params, ret, policy }`.
+//!
+//! Building the model records facts as written (every verb attribute, every role of a
+//! parameter, the receiver's shape) rather than judging them: the rules live in
+//! `valid.rs`, which sees the whole model at once.
+
+use proc_macro2::{Span, TokenStream};
+use quote::quote;
+use syn::ext::IdentExt;
+use syn::spanned::Spanned;
+use syn::{
+    FnArg, GenericArgument, Ident, ItemTrait, LitStr, Pat, PathArguments, ReturnType, Signature,
+    TraitItem, TraitItemFn, Type,
+};
+
+use crate::attr::{
+    self, BackoffAttr, BreakerAttr, BulkheadAttr, Group, HedgeAttr, Limit, MethodAttrs,
+    PolicyAttrs, RateLimitAttr, RoleAttr, RoleKind, Sp, TraitAttrs, Verb,
+};
+use crate::ctxt::Ctxt;
+
+pub struct Api {
+    /// The trait as it will be re-emitted: our attributes stripped.
+    pub item: ItemTrait,
+    pub client: Ident,
+    /// The runtime crate's path, `::resilient_api` unless `crate = "..."` says otherwise.
+    pub krate: TokenStream,
+    pub attrs: TraitAttrs,
+    pub endpoints: Vec<Endpoint>,
+    /// Items that are not methods (`type`, `const`, macros): not supported.
+    pub others: Vec<TraitItem>,
+}
+
+pub struct Endpoint {
+    pub ident: Ident,
+    /// The signature as written (attributes of parameters stripped).
+    pub sig: Signature,
+    pub attrs: MethodAttrs,
+    /// The path template of the first verb attribute.
+    pub template: Option<Template>,
+    pub receiver: Receiver,
+    pub params: Vec<Param>,
+    pub ret: Ret,
+    /// A default body on an endpoint: not allowed.
+    pub body_span: Option<Span>,
+    pub policy: Effective,
+}
+
+/// The shape of a method's receiver.
+pub enum Receiver {
+    /// `&self`: the only one supported.
+    Ref,
+    /// `&mut self`, `self`, `mut self`, `self: Box<Self>`: the offending tokens.
+    Other(TokenStream, &'static str),
+    /// No receiver at all.
+    Missing,
+}
+
+pub struct Param {
+    /// `None` when the pattern is not a plain name (the error is in `valid.rs`).
+    pub ident: Option<Ident>,
+    /// The name without `r#`, as it appears in `{name}` and in errors.
+    pub name: String,
+    pub pat: Pat,
+    pub ty: Type,
+    pub roles: Vec<RoleAttr>,
+    /// Whether `{name}` appears in the path template.
+    pub in_path: bool,
+}
+
+impl Param {
+    /// The role this parameter plays, once validated: its one attribute, or the path
+    /// when unmarked and named in the template.
+    pub fn role(&self) -> Option<&RoleKind> {
+        match self.roles.first() {
+            Some(role) => Some(&role.kind),
+            None if self.in_path => Some(&RoleKind::Path),
+            None => None,
+        }
+    }
+}
+
+/// What a successful call decodes into, by the syntax of `T` in `Result<T, _>`.
+#[derive(Clone)]
+pub enum Decoder {
+    Unit,
+    Text,
+    RawBytes,
+    Streamed,
+    Wrapped(Box<Decoder>),
+    Json(Box<Type>),
+}
+
+pub struct Ret {
+    /// The return type as written (`None` for no `->`).
+    pub ty: Option<Type>,
+    /// `T` of `Result<T, E>` and how to decode it, if the type has that shape.
+    pub ok: Option<(Type, Decoder)>,
+}
+
+/// A path template split into literal text and parameters.
+pub struct Template {
+    pub lit: LitStr,
+    pub value: String,
+    pub parts: Vec<Part>,
+    /// Parameter names in template order; `Part::Param(i)` indexes this.
+    pub names: Vec<String>,
+    /// What is wrong with the template, if anything.
+    pub problems: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Part {
+    Lit(String),
+    Param(usize),
+}
+
+impl Template {
+    pub fn parse(lit: LitStr) -> Template {
+        let value = lit.value();
+        let mut parts = Vec::new();
+        let mut names: Vec<String> = Vec::new();
+        let mut problems = Vec::new();
+        if !value.starts_with('/') {
+            problems.push(format!(
+                "path template `{value}` must start with `/`, such as `\"/users/{{id}}\"`"
+            ));
+        }
+        if value.contains(['?', '#']) {
+            problems.push(format!(
+                "path template `{value}` cannot hold a query or fragment: use a `#[query]` parameter"
+            ));
+        }
+        let mut text = String::new();
+        let mut rest = value.as_str();
+        while let Some(c) = rest.chars().next() {
+            match c {
+                '{' => {
+                    let Some(end) = rest.find('}') else {
+                        problems.push(format!(
+                            "unbalanced braces in path template `{value}`: `{{` is never closed"
+                        ));
+                        break;
+                    };
+                    let name = &rest[1..end];
+                    if name.contains('{') {
+                        problems.push(format!(
+                            "unbalanced braces in path template `{value}`: `{{` inside `{{...}}`"
+                        ));
+                        break;
+                    }
+                    if syn::parse_str::<Ident>(name).is_err()
+                        && syn::parse_str::<Ident>(&format!("r#{name}")).is_err()
+                    {
+                        problems.push(format!(
+                            "`{{{name}}}` in path template `{value}` must name a parameter, such as `{{id}}`"
+                        ));
+                    } else if names.iter().any(|n| n == name) {
+                        problems.push(format!(
+                            "`{{{name}}}` appears twice in path template `{value}`"
+                        ));
+                    } else {
+                        if !text.is_empty() {
+                            parts.push(Part::Lit(std::mem::take(&mut text)));
+                        }
+                        parts.push(Part::Param(names.len()));
+                        names.push(name.to_owned());
+                    }
+                    rest = &rest[end + 1..];
+                }
+                '}' => {
+                    problems.push(format!(
+                        "unbalanced braces in path template `{value}`: `}}` without `{{`"
+                    ));
+                    break;
+                }
+                _ => {
+                    text.push(c);
+                    rest = &rest[c.len_utf8()..];
+                }
+            }
+        }
+        if !text.is_empty() {
+            parts.push(Part::Lit(text));
+        }
+        Template {
+            lit,
+            value,
+            parts,
+            names,
+            problems,
+        }
+    }
+}
+
+/// The effective policy of one endpoint: the trait's defaults merged with the
+/// method's attributes, field by field. Every value remembers where it was written.
+#[derive(Default)]
+pub struct Effective {
+    pub attempt: Option<Sp<Limit>>,
+    pub attempt_written: bool,
+    pub total: Option<Sp<Limit>>,
+    pub retry_max: Option<Sp<u32>>,
+    pub backoff: Option<Sp<BackoffAttr>>,
+    pub retry_on: Option<Sp<Vec<Sp<u16>>>>,
+    pub retry_after_cap: Option<Sp<u64>>,
+    pub breaker: Option<BreakerAttr>,
+    pub bulkhead: Option<BulkheadAttr>,
+    pub rate_limit: Option<RateLimitAttr>,
+    pub hedge: Option<HedgeAttr>,
+    pub coalesce: bool,
+    pub idempotent: bool,
+    pub idempotency_key: Option<String>,
+    /// The partition name: `#[partition]`, or the method's name when it has a
+    /// breaker, bulkhead or rate limit of its own.
+    pub partition: Option<String>,
+}
+
+fn pick<T: Clone>(method: &Option<T>, default: &Option<T>) -> Option<T> {
+    method.clone().or_else(|| default.clone())
+}
+
+fn inner<T: Clone>(group: &Option<Group<T>>) -> Option<T> {
+    group.as_ref().map(|g| g.attr.clone())
+}
+
+impl Effective {
+    pub fn merge(ident: &Ident, verb: Option<Verb>, t: &PolicyAttrs, m: &MethodAttrs) -> Effective {
+        let mp = &m.policy;
+        let tt = inner(&t.timeout).unwrap_or_default();
+        let mt = inner(&mp.timeout).unwrap_or_default();
+        let tr = inner(&t.retry).unwrap_or_default();
+        let mr = inner(&mp.retry).unwrap_or_default();
+
+        let breaker = match (inner(&t.breaker), inner(&mp.breaker)) {
+            (None, None) => None,
+            (Some(b), None) | (None, Some(b)) => Some(b),
+            (Some(mut tb), Some(mb)) => {
+                // The tripping rule is one choice: a method that picks a mode drops the
+                // trait's other mode instead of mixing the two.
+                if mb.failures.is_some() {
+                    tb.failure_rate = None;
+                    tb.window = None;
+                    tb.min_calls = None;
+                }
+                if mb.failure_rate.is_some() {
+                    tb.failures = None;
+                }
+                Some(BreakerAttr {
+                    failures: pick(&mb.failures, &tb.failures),
+                    reset: pick(&mb.reset, &tb.reset),
+                    probes: pick(&mb.probes, &tb.probes),
+                    failure_rate: pick(&mb.failure_rate, &tb.failure_rate),
+                    window: pick(&mb.window, &tb.window),
+                    min_calls: pick(&mb.min_calls, &tb.min_calls),
+                    slow_call: pick(&mb.slow_call, &tb.slow_call),
+                })
+            }
+        };
+        let bulkhead = match (inner(&t.bulkhead), inner(&mp.bulkhead)) {
+            (None, None) => None,
+            (tb, mb) => {
+                let (tb, mb) = (tb.unwrap_or_default(), mb.unwrap_or_default());
+                Some(BulkheadAttr {
+                    concurrency: pick(&mb.concurrency, &tb.concurrency),
+                    queue: pick(&mb.queue, &tb.queue),
+                })
+            }
+        };
+        let rate_limit = match (inner(&t.rate_limit), inner(&mp.rate_limit)) {
+            (None, None) => None,
+            (tr, mr) => {
+                let (tr, mr) = (tr.unwrap_or_default(), mr.unwrap_or_default());
+                Some(RateLimitAttr {
+                    per_second: pick(&mr.per_second, &tr.per_second),
+                    burst: pick(&mr.burst, &tr.burst),
+                })
+            }
+        };
+        let own_compartment =
+            mp.breaker.is_some() || mp.bulkhead.is_some() || mp.rate_limit.is_some();
+        let partition = match &m.partition {
+            Some(name) => Some(name.value()),
+            None if own_compartment => Some(ident.unraw().to_string()),
+            None => None,
+        };
+        Effective {
+            attempt: pick(&mt.attempt, &tt.attempt),
+            attempt_written: mt.attempt_written || tt.attempt_written,
+            total: pick(&mt.total, &tt.total),
+            retry_max: pick(&mr.max, &tr.max),
+            backoff: pick(&mr.backoff, &tr.backoff),
+            retry_on: pick(&mr.on, &tr.on),
+            retry_after_cap: pick(&mr.retry_after_cap, &tr.retry_after_cap),
+            breaker,
+            bulkhead,
+            rate_limit,
+            hedge: inner(&m.hedge),
+            coalesce: m.coalesce.is_some(),
+            idempotent: verb.is_some_and(Verb::is_idempotent)
+                || m.idempotent.is_some()
+                || m.idempotency_key.is_some(),
+            idempotency_key: m.idempotency_key.as_ref().map(|k| k.value.clone()),
+            partition,
+        }
+    }
+}
+
+impl Api {
+    /// Parse the attribute's arguments and the trait into the model, stripping our
+    /// attributes from `item` as they are read.
+    pub fn from_syn(cx: &Ctxt, args: TokenStream, mut item: ItemTrait) -> Api {
+        let attrs = attr::trait_attrs(cx, args);
+        let krate = match &attrs.krate {
+            Some(path) => quote!(#path),
+            None => quote!(::resilient_api),
+        };
+        let client = attrs.client.clone().unwrap_or_else(|| {
+            Ident::new(&format!("{}Client", item.ident.unraw()), item.ident.span())
+        });
+        let mut endpoints = Vec::new();
+        let mut others = Vec::new();
+        for trait_item in &mut item.items {
+            match trait_item {
+                TraitItem::Fn(method) => {
+                    let is_endpoint = method.default.is_none()
+                        || method
+                            .attrs
+                            .iter()
+                            .any(|a| Verb::from_path(a.path()).is_some());
+                    if is_endpoint {
+                        endpoints.push(Endpoint::from_syn(cx, &attrs.policy, method));
+                    }
+                }
+                other => others.push(other.clone()),
+            }
+        }
+        Api {
+            item,
+            client,
+            krate,
+            attrs,
+            endpoints,
+            others,
+        }
+    }
+}
+
+impl Endpoint {
+    fn from_syn(cx: &Ctxt, defaults: &PolicyAttrs, method: &mut TraitItemFn) -> Endpoint {
+        let attrs = attr::method_attrs(cx, &method.attrs);
+        // What stays on the trait's method: doc comments and attributes not ours.
+        method.attrs = attrs.docs.iter().chain(&attrs.kept).cloned().collect();
+
+        let template = attrs
+            .verbs
+            .first()
+            .and_then(|v| v.template.clone())
+            .map(Template::parse);
+        let mut receiver = Receiver::Missing;
+        let mut params = Vec::new();
+        for arg in &mut method.sig.inputs {
+            match arg {
+                FnArg::Receiver(r) => {
+                    receiver = match (&r.kind, &r.mutability, r.ty_is_ref_self()) {
+                        (syn::ReceiverKind::Reference(_, _, None), None, _) => Receiver::Ref,
+                        (syn::ReceiverKind::Reference(_, _, Some(_)), _, _) => {
+                            Receiver::Other(quote!(#r), "`&mut self`")
+                        }
+                        (syn::ReceiverKind::Typed(..), _, true) => Receiver::Ref,
+                        (syn::ReceiverKind::Typed(..), _, false) => {
+                            Receiver::Other(quote!(#r), "a typed `self`")
+                        }
+                        _ => Receiver::Other(quote!(#r), "`self` by value"),
+                    };
+                }
+                FnArg::Typed(pt) => {
+                    let roles = attr::param_roles(cx, &mut pt.attrs);
+                    let ident = match &*pt.pat {
+                        Pat::Ident(p) if p.subpat.is_none() && p.by_ref.is_none() => {
+                            Some(p.ident.clone())
+                        }
+                        _ => None,
+                    };
+                    let name = ident
+                        .as_ref()
+                        .map(|i| i.unraw().to_string())
+                        .unwrap_or_default();
+                    let in_path = ident.is_some()
+                        && template.as_ref().is_some_and(|t| t.names.contains(&name));
+                    params.push(Param {
+                        ident,
+                        name,
+                        pat: (*pt.pat).clone(),
+                        ty: (*pt.ty).clone(),
+                        roles,
+                        in_path,
+                    });
+                }
+            }
+        }
+        let ret = Ret::from_syn(&method.sig.output);
+        let verb = attrs.verbs.first().map(|v| v.verb);
+        let policy = Effective::merge(&method.sig.ident, verb, defaults, &attrs);
+        Endpoint {
+            ident: method.sig.ident.clone(),
+            sig: method.sig.clone(),
+            attrs,
+            template,
+            receiver,
+            params,
+            ret,
+            body_span: method.default.as_ref().map(|b| b.span()),
+            policy,
+        }
+    }
+
+    pub fn verb(&self) -> Option<Verb> {
+        self.attrs.verbs.first().map(|v| v.verb)
+    }
+
+    /// The `#[body(stream)]` parameter's role attribute, if any.
+    pub fn stream_body(&self) -> Option<&RoleAttr> {
+        self.params
+            .iter()
+            .flat_map(|p| &p.roles)
+            .find(|r| matches!(r.kind, RoleKind::Body(attr::BodyKind::Stream)))
+    }
+}
+
+trait ReceiverExt {
+    /// `self: &Self`.
+    fn ty_is_ref_self(&self) -> bool;
+}
+
+impl ReceiverExt for syn::Receiver {
+    fn ty_is_ref_self(&self) -> bool {
+        match &self.kind {
+            syn::ReceiverKind::Typed(_, ty) => match &**ty {
+                Type::Reference(r) => {
+                    r.mutability.is_none()
+                        && matches!(&*r.elem, Type::Path(p) if p.qself.is_none() && p.path.is_ident("Self"))
+                }
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+}
+
+/// The last segment of a path type, e.g. `Result` in `std::result::Result<T, E>`.
+fn last_segment(ty: &Type) -> Option<&syn::PathSegment> {
+    match ty {
+        Type::Path(p) if p.qself.is_none() => p.path.segments.last(),
+        Type::Group(g) => last_segment(&g.elem),
+        Type::Paren(p) => last_segment(&p.elem),
+        _ => None,
+    }
+}
+
+/// The type arguments of a segment, e.g. `[T, E]` of `Result<T, E>`.
+fn type_args(seg: &syn::PathSegment) -> Vec<&Type> {
+    match &seg.arguments {
+        PathArguments::AngleBracketed(args) => args
+            .args
+            .iter()
+            .filter_map(|a| match a {
+                GenericArgument::Type(t) => Some(t),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Whether the type's last path segment is `name` (e.g. `Option`).
+pub fn is_named(ty: &Type, name: &str) -> bool {
+    last_segment(ty).is_some_and(|s| s.ident == name)
+}
+
+impl Decoder {
+    pub fn of(ty: &Type) -> Decoder {
+        if let Type::Tuple(t) = ty
+            && t.elems.is_empty()
+        {
+            return Decoder::Unit;
+        }
+        if let Some(seg) = last_segment(ty) {
+            let args = type_args(seg);
+            if seg.ident == "String" && args.is_empty() {
+                return Decoder::Text;
+            }
+            if seg.ident == "Bytes" && args.is_empty() {
+                return Decoder::RawBytes;
+            }
+            if seg.ident == "ResponseStream" && args.is_empty() {
+                return Decoder::Streamed;
+            }
+            if seg.ident == "Response"
+                && let [inner] = args.as_slice()
+            {
+                return Decoder::Wrapped(Box::new(Decoder::of(inner)));
+            }
+        }
+        Decoder::Json(Box::new(ty.clone()))
+    }
+}
+
+impl Ret {
+    fn from_syn(output: &ReturnType) -> Ret {
+        let ty = match output {
+            ReturnType::Default => return Ret { ty: None, ok: None },
+            ReturnType::Type(_, ty) => (**ty).clone(),
+        };
+        let ok = last_segment(&ty)
+            .filter(|seg| seg.ident == "Result")
+            .and_then(|seg| match type_args(seg).as_slice() {
+                [ok, _err] => Some(((*ok).clone(), Decoder::of(ok))),
+                _ => None,
+            });
+        Ret { ty: Some(ty), ok }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn template(s: &str) -> Template {
+        Template::parse(LitStr::new(s, Span::call_site()))
+    }
+
+    #[test]
+    fn template_splits_literals_and_params_in_order() {
+        let t = template("/users/{id}/posts/{post}");
+        assert!(t.problems.is_empty(), "{:?}", t.problems);
+        assert_eq!(t.names, ["id", "post"]);
+        assert_eq!(
+            t.parts,
+            [
+                Part::Lit("/users/".into()),
+                Part::Param(0),
+                Part::Lit("/posts/".into()),
+                Part::Param(1)
+            ]
+        );
+    }
+
+    #[test]
+    fn template_param_may_end_or_share_a_segment() {
+        let t = template("/files/{name}.json");
+        assert!(t.problems.is_empty());
+        assert_eq!(
+            t.parts,
+            [
+                Part::Lit("/files/".into()),
+                Part::Param(0),
+                Part::Lit(".json".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn template_problems() {
+        for bad in [
+            "users",
+            "/a/{id",
+            "/a/id}",
+            "/a/{}",
+            "/a/{1x}",
+            "/a/{id}/{id}",
+            "/a?x=1",
+            "/a/{{id}}",
+        ] {
+            assert!(!template(bad).problems.is_empty(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,667 @@
+//! Every compile-time rule (DESIGN §2.4), run over the whole model. Each mistake is
+//! reported at its token and checking goes on, so one build shows all of them.
+
+use proc_macro2::Span;
+use syn::GenericParam;
+
+use crate::ast::{Api, Endpoint, Receiver};
+use crate::attr::{
+    BackoffKind, BreakerAttr, BulkheadAttr, Group, HedgeAttr, Level, Limit, PolicyAttrs,
+    RateLimitAttr, RetryAttr, RoleKind, Sp, TimeoutAttr,
+};
+use crate::ctxt::Ctxt;
+use crate::policy::{self, fmt_ms};
+
+pub fn check(cx: &Ctxt, api: &Api) {
+    check_trait(cx, api);
+    for endpoint in &api.endpoints {
+        check_endpoint(cx, endpoint);
+    }
+    check_partitions(cx, api);
+}
+
+fn check_trait(cx: &Ctxt, api: &Api) {
+    let item = &api.item;
+    if !item.generics.params.is_empty() || item.generics.where_clause.is_some() {
+        cx.error_spanned_by(
+            &item.generics,
+            "generic traits are not supported by `#[resilient_api]`: the client implements the trait once",
+        );
+    }
+    if let Some(unsafety) = &item.unsafety {
+        cx.error_spanned_by(unsafety, "a `#[resilient_api]` trait cannot be `unsafe`");
+    }
+    if let Some(auto) = &item.modifiers.auto_token {
+        cx.error_spanned_by(auto, "a `#[resilient_api]` trait cannot be `auto`");
+    }
+    for other in &api.others {
+        cx.error_spanned_by(
+            other,
+            "only methods are supported in a `#[resilient_api]` trait: each one is an endpoint",
+        );
+    }
+    let attrs = &api.attrs;
+    if let Some(url) = &attrs.base_url {
+        let value = url.value();
+        let rest = value
+            .strip_prefix("https://")
+            .or_else(|| value.strip_prefix("http://"));
+        if rest.is_none_or(|host| host.is_empty() || host.starts_with('/')) {
+            cx.error_spanned_by(
+                url,
+                format!("expected an absolute `http://` or `https://` URL, found `{value}`"),
+            );
+        }
+        if value.contains(['?', '#']) {
+            cx.error_spanned_by(url, "a base URL cannot hold a query or fragment");
+        }
+    }
+    let mut names: Vec<String> = Vec::new();
+    for (name, value) in &attrs.headers {
+        let n = name.value();
+        if let Err(why) = header_name(&n) {
+            cx.error_spanned_by(name, why);
+        } else if names.iter().any(|seen| seen.eq_ignore_ascii_case(&n)) {
+            cx.error_spanned_by(name, format!("duplicate header `{n}` in `headers(...)`"));
+        }
+        names.push(n);
+        if value
+            .value()
+            .bytes()
+            .any(|b| matches!(b, b'\r' | b'\n' | 0))
+        {
+            cx.error_spanned_by(value, "a header value cannot hold CR, LF or NUL");
+        }
+    }
+    check_policy(cx, &attrs.policy, Level::Trait);
+    if let Some(Group { attr, .. }) = &attrs.policy.breaker {
+        check_breaker_mode(cx, attr, Level::Trait);
+    }
+}
+
+/// Checks within one level (the trait's attribute or one method's attributes), so a
+/// mistake in the trait's defaults is reported once, not once per method.
+fn check_policy(cx: &Ctxt, p: &PolicyAttrs, level: Level) {
+    if let Some(Group { attr, .. }) = &p.timeout {
+        check_timeout(cx, attr);
+    }
+    if let Some(Group { attr, .. }) = &p.retry {
+        check_retry(cx, attr);
+    }
+    if let Some(Group { attr, .. }) = &p.breaker {
+        check_breaker(cx, attr);
+    }
+    if let Some(Group { attr, .. }) = &p.bulkhead {
+        check_bulkhead(cx, attr);
+    }
+    if let Some(Group { attr, span }) = &p.rate_limit {
+        check_rate_limit(cx, attr, *span, level);
+    }
+}
+
+fn positive_limit(cx: &Ctxt, limit: &Option<Sp<Limit>>, what: &str) {
+    if let Some(Sp {
+        value: Limit::Ms(0),
+        span,
+        ..
+    }) = limit
+    {
+        cx.error_at(
+            *span,
+            format!("{what} must be longer than zero; use `\"none\"` for no limit"),
+        );
+    }
+}
+
+fn check_timeout(cx: &Ctxt, t: &TimeoutAttr) {
+    positive_limit(cx, &t.attempt, "the attempt timeout");
+    positive_limit(cx, &t.total, "the total deadline");
+    attempt_within_total(cx, &t.attempt, &t.total, |_, _| true);
+}
+
+/// `attempt <= total`; `report` decides, from the two levels, whether this is the
+/// place to report it.
+fn attempt_within_total(
+    cx: &Ctxt,
+    attempt: &Option<Sp<Limit>>,
+    total: &Option<Sp<Limit>>,
+    report: impl Fn(Level, Level) -> bool,
+) {
+    if let (Some(a), Some(t)) = (attempt, total)
+        && let (Limit::Ms(am), Limit::Ms(tm)) = (a.value, t.value)
+        && am > tm
+        && report(a.level, t.level)
+    {
+        // Point at whichever was written on the method, the attempt otherwise.
+        let span = if a.level == Level::Trait && t.level == Level::Method {
+            t.span
+        } else {
+            a.span
+        };
+        cx.error_at(
+            span,
+            format!(
+                "the attempt timeout ({}) is longer than the total deadline ({}): an attempt cannot outlive its call",
+                fmt_ms(am),
+                fmt_ms(tm)
+            ),
+        );
+    }
+}
+
+fn check_retry(cx: &Ctxt, r: &RetryAttr) {
+    let Some(Sp { value: b, .. }) = &r.backoff else {
+        return;
+    };
+    if let Some(f) = &b.factor
+        && f.value < 1
+    {
+        cx.error_at(f.span, "`factor` must be at least 1");
+    }
+    if matches!(b.kind, BackoffKind::Fixed) {
+        return;
+    }
+    let base = b
+        .base
+        .as_ref()
+        .map_or(policy::DEFAULT_BACKOFF_BASE_MS, |s| s.value);
+    let cap = b
+        .cap
+        .as_ref()
+        .map_or(policy::DEFAULT_BACKOFF_CAP_MS, |s| s.value);
+    if cap < base {
+        match (&b.base, &b.cap) {
+            (_, Some(c)) => cx.error_at(
+                c.span,
+                format!(
+                    "`cap` ({}) is below `base` ({}): the cap must be at least the base",
+                    fmt_ms(cap),
+                    fmt_ms(base)
+                ),
+            ),
+            (Some(bs), None) => cx.error_at(
+                bs.span,
+                format!(
+                    "`base` ({}) is above the default cap ({}): add a `cap` of at least {}",
+                    fmt_ms(base),
+                    fmt_ms(cap),
+                    fmt_ms(base)
+                ),
+            ),
+            (None, None) => {}
+        }
+    }
+}
+
+fn at_least_one(cx: &Ctxt, value: &Option<Sp<u32>>, key: &str) {
+    if let Some(v) = value
+        && v.value < 1
+    {
+        cx.error_at(v.span, format!("`{key}` must be at least 1"));
+    }
+}
+
+fn positive_duration(cx: &Ctxt, value: &Option<Sp<u64>>, key: &str) {
+    if let Some(v) = value
+        && v.value == 0
+    {
+        cx.error_at(v.span, format!("`{key}` must be longer than zero"));
+    }
+}
+
+fn check_breaker(cx: &Ctxt, b: &BreakerAttr) {
+    at_least_one(cx, &b.failures, "failures");
+    at_least_one(cx, &b.probes, "probes");
+    at_least_one(cx, &b.min_calls, "min_calls");
+    positive_duration(cx, &b.window, "window");
+    positive_duration(cx, &b.slow_call, "slow_call");
+    if let Some(rate) = &b.failure_rate
+        && !(rate.value > 0.0 && rate.value <= 1.0)
+    {
+        cx.error_at(
+            rate.span,
+            "`failure_rate` must be in `(0, 1]`: it is the share of failed calls, such as `0.5`",
+        );
+    }
+    if let (Some(_), Some(rate)) = (&b.failures, &b.failure_rate)
+        && b.failures.as_ref().map(|f| f.level) == Some(rate.level)
+    {
+        cx.error_at(
+            rate.span,
+            "`failures` and `failure_rate` are two ways to trip the breaker: choose one",
+        );
+    }
+}
+
+/// `window` and `min_calls` only mean something with `failure_rate`. Reported only
+/// for keys written at `level` (the trait's mistakes once, at the trait).
+fn check_breaker_mode(cx: &Ctxt, b: &BreakerAttr, level: Level) {
+    if b.failure_rate.is_some() {
+        return;
+    }
+    let window = b.window.as_ref().map(|v| (v.span, v.level));
+    let min_calls = b.min_calls.as_ref().map(|v| (v.span, v.level));
+    for (key, found) in [("window", window), ("min_calls", min_calls)] {
+        if let Some((span, at)) = found
+            && at == level
+        {
+            cx.error_at(
+                span,
+                format!(
+                    "`{key}` applies to the failure-rate breaker only: add `failure_rate = 0.5`"
+                ),
+            );
+        }
+    }
+}
+
+fn check_bulkhead(cx: &Ctxt, b: &BulkheadAttr) {
+    at_least_one(cx, &b.concurrency, "concurrency");
+}
+
+fn check_rate_limit(cx: &Ctxt, r: &RateLimitAttr, span: Span, level: Level) {
+    match &r.per_second {
+        Some(rate) if !(rate.value > 0.0 && rate.value.is_finite()) => {
+            cx.error_at(rate.span, "`per_second` must be greater than zero");
+        }
+        // On a method, the trait's rate may fill it in: checked on the merged policy.
+        None if level == Level::Trait => {
+            cx.error_at(
+                span,
+                "`rate_limit` needs a rate: `rate_limit(per_second = 10)`",
+            );
+        }
+        _ => {}
+    }
+    at_least_one(cx, &r.burst, "burst");
+}
+
+fn check_hedge(cx: &Ctxt, h: &HedgeAttr, span: Span) {
+    if h.delay.is_none() {
+        cx.error_at(
+            span,
+            "`hedge` needs a delay: `#[hedge(delay = \"50ms\", max = 2)]`",
+        );
+    }
+    if let Some(max) = &h.max
+        && max.value < 2
+    {
+        cx.error_at(
+            max.span,
+            "`max` counts attempts in flight, the first one included: it must be at least 2",
+        );
+    }
+}
+
+/// RFC 9110 token characters.
+pub fn header_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{name}` is not a valid header name: expected letters, digits and `-`, such as `X-Request-Id`"
+        ))
+    }
+}
+
+fn check_endpoint(cx: &Ctxt, e: &Endpoint) {
+    let name = &e.ident;
+    let sig = &e.sig;
+
+    // The verb and the path.
+    match e.attrs.verbs.as_slice() {
+        [] => cx.error_spanned_by(
+            name,
+            format!(
+                "`{name}` has no verb: add one of `#[get(\"/path\")]`, `#[post(...)]`, `#[put(...)]`, `#[patch(...)]`, `#[delete(...)]`, `#[head(...)]` or `#[options(...)]`"
+            ),
+        ),
+        [first, rest @ ..] => {
+            for extra in rest {
+                cx.error_at(
+                    extra.span,
+                    format!(
+                        "`{name}` already has a verb, `#[{}]`: an endpoint has exactly one",
+                        first.verb.as_str().to_lowercase()
+                    ),
+                );
+            }
+        }
+    }
+    if let Some(t) = &e.template {
+        for problem in &t.problems {
+            cx.error_spanned_by(&t.lit, problem);
+        }
+    }
+    if let Some(span) = e.body_span {
+        cx.error_at(
+            span,
+            "an endpoint method has no body: the generated client implements it",
+        );
+    }
+
+    // The signature.
+    if sig.asyncness.is_none() {
+        cx.error_spanned_by(
+            sig.fn_token,
+            format!("endpoint methods must be `async`: write `async fn {name}`"),
+        );
+    }
+    if let Some(c) = &sig.constness {
+        cx.error_spanned_by(c, "an endpoint method cannot be `const`");
+    }
+    if let syn::Safety::Unsafe(u) = &sig.safety {
+        cx.error_spanned_by(u, "an endpoint method cannot be `unsafe`");
+    }
+    if let Some(abi) = &sig.abi {
+        cx.error_spanned_by(abi, "an endpoint method cannot have an ABI");
+    }
+    if let Some(v) = &sig.variadic {
+        cx.error_spanned_by(v, "an endpoint method cannot be variadic");
+    }
+    for param in &sig.generics.params {
+        if !matches!(param, GenericParam::Lifetime(_)) {
+            cx.error_spanned_by(
+                param,
+                "generic endpoint methods are not supported: the request is built from concrete types",
+            );
+        }
+    }
+    if let Some(w) = &sig.generics.where_clause {
+        cx.error_spanned_by(w, "`where` clauses on endpoint methods are not supported");
+    }
+    match &e.receiver {
+        Receiver::Ref => {}
+        Receiver::Other(tokens, what) => cx.error_spanned_by(
+            tokens,
+            format!(
+                "{what} is not supported: take `&self` (a client is shared; clone it to own one)"
+            ),
+        ),
+        Receiver::Missing => cx.error_spanned_by(
+            name,
+            format!(
+                "`{name}` needs `&self` as its first parameter: endpoints are methods of the client"
+            ),
+        ),
+    }
+
+    // The result.
+    match (&e.ret.ty, &e.ret.ok) {
+        (None, _) => {
+            cx.error_spanned_by(name, format!("`{name}` must return `Result<T, ApiError>`"))
+        }
+        (Some(ty), None) => cx.error_spanned_by(
+            ty,
+            "expected `Result<T, ApiError>`: every call can fail, so endpoints return a `Result`",
+        ),
+        _ => {}
+    }
+
+    check_params(cx, e);
+    check_policy(cx, &e.attrs.policy, Level::Method);
+    check_effective(cx, e);
+}
+
+fn role_name(kind: &RoleKind) -> &'static str {
+    match kind {
+        RoleKind::Path => "#[path]",
+        RoleKind::Query { .. } => "#[query]",
+        RoleKind::Header { .. } => "#[header]",
+        RoleKind::Body(_) => "#[body]",
+    }
+}
+
+fn check_params(cx: &Ctxt, e: &Endpoint) {
+    let template = e.template.as_ref();
+    let mut body_seen = false;
+    for p in &e.params {
+        if p.ident.is_none() {
+            cx.error_spanned_by(
+                &p.pat,
+                "expected a parameter name: patterns are not supported in endpoint parameters",
+            );
+            continue;
+        }
+        let name = &p.name;
+        for extra in p.roles.iter().skip(1) {
+            cx.error_at(
+                extra.span,
+                format!(
+                    "`{name}` already has a role, `{}`: a parameter has exactly one",
+                    role_name(&p.roles[0].kind)
+                ),
+            );
+        }
+        match p.roles.first() {
+            None if p.in_path => {}
+            // Without a (well-formed) template, whether it fills `{name}` is unknown.
+            None if template.is_none_or(|t| !t.problems.is_empty()) => {}
+            None => cx.error_spanned_by(
+                &p.pat,
+                format!(
+                    "parameter `{name}` has no role: name it in the path as `{{{name}}}`, or mark it `#[query]`, `#[header(\"Name\")]` or `#[body]`"
+                ),
+            ),
+            Some(role) => match &role.kind {
+                RoleKind::Path if !p.in_path => {
+                    if let Some(t) = template {
+                        cx.error_at(
+                            role.span,
+                            format!("`#[path]` parameter `{name}` has no `{{{name}}}` in the path template `{}`", t.value),
+                        );
+                    }
+                }
+                RoleKind::Path => {}
+                other if p.in_path => cx.error_at(
+                    role.span,
+                    format!(
+                        "`{name}` fills `{{{name}}}` in the path, so it cannot also be `{}`",
+                        role_name(other)
+                    ),
+                ),
+                RoleKind::Header { name: None, .. } => cx.error_at(
+                    role.span,
+                    format!("`#[header]` needs the header's name: `#[header(\"X-Name\")] {name}: ...`"),
+                ),
+                RoleKind::Header {
+                    name: Some(header), ..
+                } => {
+                    if let Err(why) = header_name(&header.value()) {
+                        cx.error_spanned_by(header, why);
+                    }
+                }
+                RoleKind::Query { name: Some(q), .. } if q.value().is_empty() => {
+                    cx.error_spanned_by(q, "a query parameter's name cannot be empty");
+                }
+                RoleKind::Body(_) => {
+                    if body_seen {
+                        cx.error_at(
+                            role.span,
+                            "a request has one body: this method already has a `#[body]` parameter",
+                        );
+                    }
+                    body_seen = true;
+                }
+                RoleKind::Query { .. } => {}
+            },
+        }
+    }
+    if let Some(t) = template {
+        for wanted in &t.names {
+            if !e.params.iter().any(|p| &p.name == wanted) {
+                cx.error_spanned_by(
+                    &t.lit,
+                    format!(
+                        "`{{{wanted}}}` in the path template has no parameter: add a parameter `{wanted}: ...` to this method"
+                    ),
+                );
+            }
+        }
+    }
+}
+
+const WHY_IDEMPOTENT: &str =
+    "the request may already have run; mark it `#[idempotent]` or add `#[idempotency_key]`";
+
+/// Rules over the merged policy. A value from the trait and one from the method can
+/// clash only here; a clash wholly within the trait was reported at the trait.
+fn check_effective(cx: &Ctxt, e: &Endpoint) {
+    let p = &e.policy;
+    let name = &e.ident;
+    if !p.attempt_written {
+        cx.error_spanned_by(
+            name,
+            format!(
+                "`{name}` has no attempt timeout: add `timeout(attempt = \"...\")` to `#[resilient_api]` or `#[timeout(attempt = \"...\")]` to this method, or `attempt = \"none\"` to wait without limit"
+            ),
+        );
+    }
+    attempt_within_total(cx, &p.attempt, &p.total, |a, t| {
+        a == Level::Method || t == Level::Method
+    });
+
+    let verb = e.verb();
+    let verb_name = verb.map_or("", |v| v.as_str());
+    if !p.idempotent && verb.is_some() {
+        if let Some(Group { attr, .. }) = &e.attrs.policy.retry
+            && let Some(on) = attr.on_key
+        {
+            cx.error_at(
+                on,
+                format!("`retry(on = ...)` on a {verb_name} method that is not idempotent: {WHY_IDEMPOTENT}"),
+            );
+        }
+        if let Some(h) = &e.attrs.hedge {
+            cx.error_at(
+                h.span,
+                format!(
+                    "`#[hedge]` on a {verb_name} method that is not idempotent: {WHY_IDEMPOTENT}"
+                ),
+            );
+        }
+    }
+    if let Some(span) = e.attrs.coalesce
+        && !(verb.is_some_and(|v| v.is_idempotent()) || e.attrs.idempotent.is_some())
+        && verb.is_some()
+    {
+        cx.error_at(
+            span,
+            format!(
+                "`#[coalesce]` on a {verb_name} method that is not idempotent: identical calls would run once for several callers; mark it `#[idempotent]` if that is safe"
+            ),
+        );
+    }
+    if let Some(h) = &e.attrs.hedge {
+        check_hedge(cx, &h.attr, h.span);
+    }
+    if let Some(key) = &e.attrs.idempotency_key
+        && let Err(why) = header_name(&key.value)
+    {
+        cx.error_at(key.span, why);
+    }
+    if let Some(part) = &e.attrs.partition
+        && part.value().is_empty()
+    {
+        cx.error_spanned_by(part, "a partition name cannot be empty");
+    }
+
+    if let Some(stream) = e.stream_body() {
+        const WHY: &str = "a streamed body cannot be replayed";
+        if let Some(max) = &p.retry_max
+            && max.value > 0
+        {
+            match max.level {
+                Level::Method => cx.error_at(
+                    max.span,
+                    format!("{WHY}: set `#[retry(max = 0)]` on a method with `#[body(stream)]`"),
+                ),
+                Level::Trait => cx.error_at(
+                    stream.span,
+                    format!(
+                        "{WHY}, but the trait's `retry(max = {})` applies here: add `#[retry(max = 0)]` to `{name}`",
+                        max.value
+                    ),
+                ),
+            }
+        }
+        if let Some(h) = &e.attrs.hedge {
+            cx.error_at(
+                h.span,
+                format!("{WHY}: a method with `#[body(stream)]` cannot be hedged"),
+            );
+        }
+        if let Some(span) = e.attrs.coalesce {
+            cx.error_at(
+                span,
+                format!("{WHY} or compared: a method with `#[body(stream)]` cannot be coalesced"),
+            );
+        }
+    }
+
+    if e.attrs.policy.breaker.is_some()
+        && let Some(b) = &p.breaker
+    {
+        check_breaker_mode(cx, b, Level::Method);
+    }
+    if let Some(Group { span, .. }) = &e.attrs.policy.rate_limit
+        && let Some(r) = &p.rate_limit
+        && r.per_second.is_none()
+    {
+        cx.error_at(
+            *span,
+            "`rate_limit` needs a rate: `#[rate_limit(per_second = 10)]` (or one on the trait)",
+        );
+    }
+}
+
+/// Endpoints sharing a partition share its breaker, bulkhead and rate limiter, so
+/// they must agree on their settings.
+fn check_partitions(cx: &Ctxt, api: &Api) {
+    let eps = &api.endpoints;
+    for (i, e) in eps.iter().enumerate() {
+        let Some(part) = &e.policy.partition else {
+            continue;
+        };
+        let Some(first) = eps[..i]
+            .iter()
+            .find(|o| o.policy.partition.as_ref() == Some(part))
+        else {
+            continue;
+        };
+        let differs = [
+            (
+                "breaker",
+                policy::breaker(&e.policy) != policy::breaker(&first.policy),
+            ),
+            (
+                "bulkhead",
+                policy::bulkhead(&e.policy) != policy::bulkhead(&first.policy),
+            ),
+            (
+                "rate limit",
+                policy::rate_limit(&e.policy) != policy::rate_limit(&first.policy),
+            ),
+        ];
+        for (what, differ) in differs {
+            if differ {
+                let span = e
+                    .attrs
+                    .partition
+                    .as_ref()
+                    .map_or_else(|| e.ident.span(), |p| p.span());
+                cx.error_at(
+                    span,
+                    format!(
+                        "`{}` and `{}` share partition `{part}` but set different {what}s: a partition has one {what}, so give both the same settings or use another `#[partition]`",
+                        e.ident, first.ident
+                    ),
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! Literal values of the attribute language: strings, integers, numbers, status
+//! lists and durations. Each parser reports a wrong kind of literal at the literal
+//! (saying what was expected and what was found) and returns `None`.
+
+use syn::spanned::Spanned;
+use syn::{Expr, ExprLit, Lit, LitStr, UnOp};
+
+use crate::attr::{Level, Limit, Sp};
+use crate::ctxt::Ctxt;
+
+fn describe(expr: &Expr) -> &'static str {
+    match expr {
+        Expr::Lit(ExprLit { lit, .. }) => match lit {
+            Lit::Str(_) => "a string",
+            Lit::Int(_) => "an integer",
+            Lit::Float(_) => "a float",
+            Lit::Bool(_) => "a boolean",
+            Lit::Char(_) => "a character",
+            Lit::ByteStr(_) | Lit::CStr(_) | Lit::Byte(_) => "a byte literal",
+            _ => "a literal",
+        },
+        Expr::Unary(u) if matches!(u.op, UnOp::Neg(_)) => "a negative number",
+        Expr::Path(_) => "a name",
+        Expr::Array(_) => "a list",
+        _ => "an expression",
+    }
+}
+
+pub fn wrong_kind(cx: &Ctxt, expr: &Expr, expected: &str) {
+    cx.error_spanned_by(
+        expr,
+        format!("expected {expected}, found {}", describe(expr)),
+    );
+}
+
+pub fn lit_str(cx: &Ctxt, expr: &Expr, expected: &str) -> Option<LitStr> {
+    match expr {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(s), ..
+        }) => Some(s.clone()),
+        _ => {
+            wrong_kind(cx, expr, expected);
+            None
+        }
+    }
+}
+
+pub fn int(cx: &Ctxt, level: Level, expr: &Expr) -> Option<Sp<u32>> {
+    match expr {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(i), ..
+        }) => match i.base10_parse::<u32>() {
+            Ok(value) => Some(Sp {
+                value,
+                span: i.span(),
+                level,
+            }),
+            Err(_) => {
+                cx.error_spanned_by(i, "expected an integer in `0..=4294967295`");
+                None
+            }
+        },
+        _ => {
+            wrong_kind(cx, expr, "an integer");
+            None
+        }
+    }
+}
+
+/// An integer or float literal, as `f64`.
+pub fn number(cx: &Ctxt, level: Level, expr: &Expr) -> Option<Sp<f64>> {
+    let parsed = match expr {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(i), ..
+        }) => i.base10_parse::<f64>().map(|v| (v, i.span())),
+        Expr::Lit(ExprLit {
+            lit: Lit::Float(f), ..
+        }) => f.base10_parse::<f64>().map(|v| (v, f.span())),
+        _ => {
+            wrong_kind(cx, expr, "a number");
+            return None;
+        }
+    };
+    match parsed {
+        Ok((value, span)) => Some(Sp { value, span, level }),
+        Err(err) => {
+            cx.syn_error(err);
+            None
+        }
+    }
+}
+
+const DURATION_FORMS: &str =
+    "an integer and a unit (`ms`, `s`, `m` or `h`) such as `\"250ms\"`, `\"3s\"` or `\"1m\"`";
+
+/// `"250ms"`, `"3s"`, `"1m"`, `"1h"` in milliseconds; `None` if malformed or too large.
+pub fn parse_duration(text: &str) -> Option<u64> {
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, unit) = text.split_at(digits);
+    let number: u64 = number.parse().ok()?;
+    let scale = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        _ => return None,
+    };
+    number.checked_mul(scale)
+}
+
+/// A duration literal, in milliseconds.
+pub fn duration(cx: &Ctxt, level: Level, expr: &Expr) -> Option<Sp<u64>> {
+    match limit(cx, level, expr, false)? {
+        Sp {
+            value: Limit::Ms(value),
+            span,
+            level,
+        } => Some(Sp { value, span, level }),
+        Sp {
+            value: Limit::None, ..
+        } => None,
+    }
+}
+
+/// A duration literal, or `"none"` where `allow_none`.
+fn limit(cx: &Ctxt, level: Level, expr: &Expr, allow_none: bool) -> Option<Sp<Limit>> {
+    let expected = if allow_none {
+        "a duration string such as `\"3s\"` (or `\"none\"`)"
+    } else {
+        "a duration string such as `\"250ms\"` or `\"3s\"`"
+    };
+    let lit = lit_str(cx, expr, expected)?;
+    let text = lit.value();
+    let value = if allow_none && text == "none" {
+        Limit::None
+    } else if let Some(ms) = parse_duration(&text) {
+        Limit::Ms(ms)
+    } else {
+        let none = if allow_none {
+            ", or `\"none\"` for no limit"
+        } else {
+            ""
+        };
+        cx.error_spanned_by(
+            &lit,
+            format!("malformed duration `{text}`: expected {DURATION_FORMS}{none}"),
+        );
+        return None;
+    };
+    Some(Sp {
+        value,
+        span: lit.span(),
+        level,
+    })
+}
+
+pub fn statuses(cx: &Ctxt, level: Level, expr: &Expr) -> Option<Sp<Vec<Sp<u16>>>> {
+    let elems: Vec<&Expr> = match expr {
+        Expr::Array(array) => array.elems.iter().collect(),
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(_), ..
+        }) => vec![expr],
+        _ => {
+            wrong_kind(cx, expr, "a list of status codes such as `[503, 429]`");
+            return None;
+        }
+    };
+    let mut codes = Vec::new();
+    for elem in elems {
+        match elem {
+            Expr::Lit(ExprLit {
+                lit: Lit::Int(i), ..
+            }) => match i.base10_parse::<u16>() {
+                Ok(code) if (100..=599).contains(&code) => codes.push(Sp {
+                    value: code,
+                    span: i.span(),
+                    level,
+                }),
+                _ => cx.error_spanned_by(i, "expected an HTTP status code in `100..=599`"),
+            },
+            _ => wrong_kind(cx, elem, "an HTTP status code such as `503`"),
+        }
+    }
+    Some(Sp {
+        value: codes,
+        span: expr.span(),
+        level,
+    })
+}
+
+/// `"none"` allowed: for timeouts.
+pub fn limit_or_none(cx: &Ctxt, level: Level, expr: &Expr) -> Option<Sp<Limit>> {
+    limit(cx, level, expr, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_take_an_integer_and_a_unit() {
+        assert_eq!(parse_duration("250ms"), Some(250));
+        assert_eq!(parse_duration("3s"), Some(3_000));
+        assert_eq!(parse_duration("1m"), Some(60_000));
+        assert_eq!(parse_duration("2h"), Some(7_200_000));
+        assert_eq!(parse_duration("0s"), Some(0));
+    }
+
+    #[test]
+    fn malformed_durations_are_refused() {
+        for bad in [
+            "",
+            "3",
+            "s",
+            "3 s",
+            "1.5s",
+            "-1s",
+            "3sec",
+            "3S",
+            " 3s",
+            "99999999999999999999h",
+            "18446744073709551615h",
+        ] {
+            assert_eq!(parse_duration(bad), None, "{bad:?}");
+        }
+    }
+}
