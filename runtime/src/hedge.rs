@@ -18,7 +18,7 @@
 //! - Every branch goes through breaker admission, bulkhead, rate limiter and its own
 //!   attempt timeout. A losing branch's failure is not a breaker failure when another
 //!   branch wins; when every branch fails, every failure counts.
-//! - All branches failed: [`ErrorKind::AllHedgesFailed`](crate::ErrorKind::AllHedgesFailed),
+//! - All branches failed: [`ErrorKind::AllHedgesFailed`],
 //!   with the status and body of the last branch to fail and that failure as its
 //!   source. If retries remain, the retry loop may start a new round after its backoff.
 //! - Branches are futures polled by the caller's own future: nothing is spawned, so
@@ -126,7 +126,9 @@ impl Call<'_> {
                 // A branch refused before admission (breaker, bulkhead, rate limit) is
                 // not an answer: stop hedging, keep waiting for the branches in flight.
                 Err(failure)
-                    if verdict.is_none() && failure.error.is_rejection() && !branches.is_empty() =>
+                    if verdict.is_none()
+                        && failure.error.is_rejection()
+                        && !branches.is_empty() =>
                 {
                     next_launch = None;
                     if last.is_none() {
