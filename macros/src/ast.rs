@@ -402,7 +402,14 @@ impl Endpoint {
         }
         let ret = Ret::from_syn(&method.sig.output);
         let verb = attrs.verbs.first().map(|v| v.verb);
-        let policy = Effective::merge(&method.sig.ident, verb, defaults, &attrs);
+        let mut policy = Effective::merge(&method.sig.ident, verb, defaults, &attrs);
+        // A caller-supplied `Idempotency-Key` header makes the call safe to repeat, as a
+        // generated key does: every attempt sends the caller's one value.
+        let caller_key = params.iter().flat_map(|p| &p.roles).any(|r| {
+            matches!(&r.kind, RoleKind::Header { name: Some(n), .. }
+                if n.value().eq_ignore_ascii_case("idempotency-key"))
+        });
+        policy.idempotent |= caller_key;
         Endpoint {
             ident: method.sig.ident.clone(),
             sig: method.sig.clone(),
