@@ -4,6 +4,7 @@
 //! (paused clock, scripted transport), the wiremock files (`http_*.rs`, real sockets,
 //! real clock), and `ui.rs` (trybuild).
 
+use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::time::Instant;
@@ -42,4 +43,68 @@ pub fn fixed_wall_clock() -> SystemTime {
 /// The HTTP date `secs` seconds after [`fixed_wall_clock`].
 pub fn http_date_after(secs: u64) -> String {
     httpdate::fmt_http_date(fixed_wall_clock() + Duration::from_secs(secs))
+}
+
+use resilient_api::Jitter;
+use resilient_api::client::{ClientBuilder, GeneratedClient};
+use resilient_api::testing::{ScriptedTransport, Step};
+
+/// The builder every scenario starts from: `https://example.test`, the scripted
+/// transport, and `Jitter::fixed(0.5)` so that every wait is exact.
+pub fn scripted_builder<C: GeneratedClient>(t: &ScriptedTransport) -> ClientBuilder<C> {
+    ClientBuilder::<C>::new()
+        .base_url("https://example.test")
+        .transport(t.clone())
+        .jitter(Jitter::fixed(0.5))
+}
+
+/// A client built from [`scripted_builder`].
+pub fn scripted<C: GeneratedClient>(t: &ScriptedTransport) -> C {
+    scripted_builder(t).build().expect("the client builds")
+}
+
+/// Let every task that can run, run, without moving the clock.
+pub async fn settle() {
+    for _ in 0..16 {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Run `fut` on its own task; it reports its result and the ms at which it settled.
+pub fn spawn_timed<T: Send + 'static>(
+    clock: Clock,
+    fut: impl Future<Output = T> + Send + 'static,
+) -> tokio::task::JoinHandle<(T, u64)> {
+    tokio::spawn(async move {
+        let r = fut.await;
+        (r, clock.now_ms())
+    })
+}
+
+/// The contract after every scenario: nothing in flight, no open body.
+pub fn assert_nothing_leaked(t: &ScriptedTransport) {
+    assert_eq!(t.in_flight(), 0, "an attempt is still in flight");
+    assert_eq!(t.open_bodies(), 0, "a response body is still open");
+}
+
+/// Script one healthy answer `"ok"` for a follow-up call, after checking that nothing
+/// leaked; returns the dispatch count the follow-up must add one to.
+pub fn script_follow_up(t: &ScriptedTransport) -> usize {
+    assert_nothing_leaked(t);
+    t.push([Step::status(200).body("ok")]);
+    t.attempts()
+}
+
+/// The healthy follow-up after a scenario: nothing leaked, then `call` (made after the
+/// `"ok"` answer is scripted) returns `"ok"` with exactly one more dispatch, and
+/// again nothing is left over.
+pub async fn assert_follow_up_succeeds<F, Fut>(t: &ScriptedTransport, call: F)
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<String, resilient_api::ApiError>>,
+{
+    let before = script_follow_up(t);
+    assert_eq!(call().await.expect("the follow-up call succeeds"), "ok");
+    assert_eq!(t.attempts(), before + 1);
+    assert_nothing_leaked(t);
 }

@@ -3,11 +3,9 @@
 //!
 //! Concurrency 1, queue 1: the first call holds the only slot for 100 ms.
 
-use std::future::Future;
-
 use resilient_api::testing::{ScriptedTransport, Step};
-use resilient_api::{ApiError, CallOptions, CancellationToken, ErrorKind, Jitter, resilient_api};
-use tests::{Clock, ms};
+use resilient_api::{ApiError, CallOptions, CancellationToken, ErrorKind, resilient_api};
+use tests::{Clock, assert_follow_up_succeeds, ms, scripted, settle, spawn_timed};
 use tokio::task::JoinHandle;
 
 /// One endpoint behind a bulkhead of 1 slot and 1 queue place.
@@ -19,33 +17,6 @@ use tokio::task::JoinHandle;
 pub trait Bulk {
     #[get("/resource")]
     async fn resource(&self) -> Result<String, ApiError>;
-}
-
-fn client(t: &ScriptedTransport) -> BulkClient {
-    BulkClient::builder()
-        .base_url("https://example.test")
-        .transport(t.clone())
-        .jitter(Jitter::fixed(0.5))
-        .build()
-        .expect("the client builds")
-}
-
-/// Let every task that can run, run, without moving the clock.
-async fn settle() {
-    for _ in 0..16 {
-        tokio::task::yield_now().await;
-    }
-}
-
-/// Run `fut` on its own task; it reports its result and when it settled.
-fn spawn_timed<T: Send + 'static>(
-    clock: Clock,
-    fut: impl Future<Output = T> + Send + 'static,
-) -> JoinHandle<(T, u64)> {
-    tokio::spawn(async move {
-        let r = fut.await;
-        (r, clock.now_ms())
-    })
 }
 
 /// Starts the call that holds the only slot from t=0 to t=100.
@@ -61,20 +32,6 @@ async fn hold_the_slot(
     first
 }
 
-async fn nothing_leaks_and_client_still_works(api: &BulkClient, t: &ScriptedTransport) {
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
-    let before = t.attempts();
-    t.push([Step::status(200).body("ok")]);
-    assert_eq!(
-        api.resource().await.expect("the follow-up call succeeds"),
-        "ok"
-    );
-    assert_eq!(t.attempts(), before + 1);
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
-}
-
 #[tokio::test(start_paused = true)]
 async fn s5_bulkhead_queued_cancel() {
     let t = ScriptedTransport::new([
@@ -82,7 +39,7 @@ async fn s5_bulkhead_queued_cancel() {
         Step::status(200).body("replacement"),
     ]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<BulkClient>(&t);
 
     let first = hold_the_slot(&api, &t, clock).await;
 
@@ -124,7 +81,7 @@ async fn s5_bulkhead_queued_cancel() {
 
     assert_eq!(t.attempts(), 2);
     assert_eq!(t.dispatch_times(), vec![ms(0), ms(100)]);
-    nothing_leaks_and_client_still_works(&api, &t).await;
+    assert_follow_up_succeeds(&t, || api.resource()).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -134,7 +91,7 @@ async fn bulkhead_full_queue_rejects_at_once_without_dispatch() {
         Step::status(200).body("second"),
     ]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<BulkClient>(&t);
 
     let first = hold_the_slot(&api, &t, clock).await;
     let api2 = api.clone();
@@ -156,7 +113,7 @@ async fn bulkhead_full_queue_rejects_at_once_without_dispatch() {
     let (res, at) = second.await.unwrap();
     assert_eq!((res.unwrap().as_str(), at), ("second", 100));
     assert_eq!(t.dispatch_times(), vec![ms(0), ms(100)]);
-    nothing_leaks_and_client_still_works(&api, &t).await;
+    assert_follow_up_succeeds(&t, || api.resource()).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -166,7 +123,7 @@ async fn bulkhead_queued_waiter_leaves_at_exactly_its_deadline() {
         Step::status(200).body("replacement"),
     ]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<BulkClient>(&t);
 
     let first = hold_the_slot(&api, &t, clock).await;
     let bounded = api.with_options(CallOptions::new().deadline(ms(30)));
@@ -202,7 +159,7 @@ async fn bulkhead_queued_waiter_leaves_at_exactly_its_deadline() {
     let (res, at) = replacement.await.unwrap();
     assert_eq!((res.unwrap().as_str(), at), ("replacement", 100));
     assert_eq!(t.dispatch_times(), vec![ms(0), ms(100)]);
-    nothing_leaks_and_client_still_works(&api, &t).await;
+    assert_follow_up_succeeds(&t, || api.resource()).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -212,7 +169,7 @@ async fn bulkhead_dropped_queued_call_frees_its_place() {
         Step::status(200).body("replacement"),
     ]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<BulkClient>(&t);
 
     let first = hold_the_slot(&api, &t, clock).await;
 
@@ -235,5 +192,5 @@ async fn bulkhead_dropped_queued_call_frees_its_place() {
     let (res, at) = replacement.await.unwrap();
     assert_eq!((res.unwrap().as_str(), at), ("replacement", 100));
     assert_eq!(t.dispatch_times(), vec![ms(0), ms(100)]);
-    nothing_leaks_and_client_still_works(&api, &t).await;
+    assert_follow_up_succeeds(&t, || api.resource()).await;
 }

@@ -4,13 +4,12 @@
 //! fixed 100 ms; call B (`GET /b`, same client, same default partition) arrives at
 //! t=1 and runs during A's backoff. Dispatch order A, B, A; never two attempts at once.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use resilient_api::testing::{ScriptedTransport, Step};
-use resilient_api::{ApiError, Jitter, resilient_api};
-use tests::{Clock, ms};
+use resilient_api::{ApiError, resilient_api};
+use tests::{Clock, assert_follow_up_succeeds, ms, scripted, settle, spawn_timed};
 use tokio::task::JoinHandle;
 
 /// Two endpoints sharing the default partition (and its bulkhead).
@@ -24,31 +23,6 @@ pub trait Pair {
     async fn a(&self) -> Result<String, ApiError>;
     #[get("/b")]
     async fn b(&self) -> Result<String, ApiError>;
-}
-
-fn client(t: &ScriptedTransport) -> PairClient {
-    PairClient::builder()
-        .base_url("https://example.test")
-        .transport(t.clone())
-        .jitter(Jitter::fixed(0.5))
-        .build()
-        .expect("the client builds")
-}
-
-async fn settle() {
-    for _ in 0..16 {
-        tokio::task::yield_now().await;
-    }
-}
-
-fn spawn_timed<T: Send + 'static>(
-    clock: Clock,
-    fut: impl Future<Output = T> + Send + 'static,
-) -> JoinHandle<(T, u64)> {
-    tokio::spawn(async move {
-        let r = fut.await;
-        (r, clock.now_ms())
-    })
 }
 
 /// Samples the transport every millisecond and keeps the highest `in_flight` seen.
@@ -90,17 +64,6 @@ fn paths(t: &ScriptedTransport) -> Vec<String> {
         .collect()
 }
 
-async fn nothing_leaks_and_client_still_works(api: &PairClient, t: &ScriptedTransport) {
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
-    let before = t.attempts();
-    t.push([Step::status(200).body("ok")]);
-    assert_eq!(api.b().await.expect("the follow-up call succeeds"), "ok");
-    assert_eq!(t.attempts(), before + 1);
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
-}
-
 const A: &str = "GET https://example.test/a";
 const B: &str = "GET https://example.test/b";
 
@@ -113,7 +76,7 @@ async fn s18_bulkhead_retry() {
         Step::status(200).body("a"),
     ]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<PairClient>(&t);
     let sampler = Sampler::start(&t);
 
     let api_a = api.clone();
@@ -138,7 +101,7 @@ async fn s18_bulkhead_retry() {
     assert_eq!(sampler.finish().await, 1, "never two attempts at once");
     assert_eq!(t.dispatch_times(), vec![ms(0), ms(1), ms(100)]);
     assert_eq!(paths(&t), vec![A, B, A]);
-    nothing_leaks_and_client_still_works(&api, &t).await;
+    assert_follow_up_succeeds(&t, || api.b()).await;
 }
 
 /// B takes 150 ms: A's retry, due at t=100, waits in the queue until B is done at 151.
@@ -150,7 +113,7 @@ async fn s18_bulkhead_retry_slow_b() {
         Step::status(200).body("a"),
     ]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<PairClient>(&t);
     let sampler = Sampler::start(&t);
 
     let api_a = api.clone();
@@ -179,5 +142,5 @@ async fn s18_bulkhead_retry_slow_b() {
     assert_eq!(sampler.finish().await, 1, "never two attempts at once");
     assert_eq!(t.dispatch_times(), vec![ms(0), ms(1), ms(151)]);
     assert_eq!(paths(&t), vec![A, B, A]);
-    nothing_leaks_and_client_still_works(&api, &t).await;
+    assert_follow_up_succeeds(&t, || api.b()).await;
 }

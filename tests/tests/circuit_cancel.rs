@@ -1,13 +1,10 @@
 //! S21 circuit_local_cancel: a cancellation by the caller is not a breaker failure,
 //! and a dropped half-open probe gives its slot back.
 
-use std::future::Future;
-
 use resilient_api::circuit_breaker::state::Phase;
 use resilient_api::testing::{ScriptedTransport, Step};
-use resilient_api::{ApiError, CallOptions, CancellationToken, ErrorKind, Jitter, resilient_api};
-use tests::{Clock, ms};
-use tokio::task::JoinHandle;
+use resilient_api::{ApiError, CallOptions, CancellationToken, ErrorKind, resilient_api};
+use tests::{Clock, ms, script_follow_up, scripted, settle, spawn_timed};
 use tokio::time::{Instant, sleep_until};
 
 /// One failure trips it.
@@ -32,36 +29,11 @@ pub trait Backoff {
     async fn resource(&self) -> Result<String, ApiError>;
 }
 
-async fn settle() {
-    for _ in 0..16 {
-        tokio::task::yield_now().await;
-    }
-}
-
-fn spawn_timed<T: Send + 'static>(
-    clock: Clock,
-    fut: impl Future<Output = T> + Send + 'static,
-) -> JoinHandle<(T, u64)> {
-    tokio::spawn(async move {
-        let r = fut.await;
-        (r, clock.now_ms())
-    })
-}
-
-fn fragile(t: &ScriptedTransport) -> FragileClient {
-    FragileClient::builder()
-        .base_url("https://example.test")
-        .transport(t.clone())
-        .jitter(Jitter::fixed(0.5))
-        .build()
-        .expect("the client builds")
-}
-
 #[tokio::test(start_paused = true)]
 async fn s21_circuit_local_cancel() {
     let t = ScriptedTransport::new([Step::hang()]);
     let clock = Clock::start();
-    let api = fragile(&t);
+    let api = scripted::<FragileClient>(&t);
 
     let token = CancellationToken::new();
     let cancellable = api.with_options(CallOptions::new().cancel_on(token.clone()));
@@ -97,12 +69,7 @@ async fn s21_circuit_local_cancel() {
 async fn s21_circuit_local_cancel_during_backoff() {
     let t = ScriptedTransport::new([Step::status(503).body("busy")]);
     let clock = Clock::start();
-    let api = BackoffClient::builder()
-        .base_url("https://example.test")
-        .transport(t.clone())
-        .jitter(Jitter::fixed(0.5))
-        .build()
-        .unwrap();
+    let api = scripted::<BackoffClient>(&t);
 
     let token = CancellationToken::new();
     let cancellable = api.with_options(CallOptions::new().cancel_on(token.clone()));
@@ -136,10 +103,7 @@ async fn s21_circuit_local_cancel_during_backoff() {
     tokio::time::sleep(ms(500)).await;
     assert_eq!(t.attempts(), 1);
     assert_eq!(t.dispatch_times(), vec![ms(0)]);
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
-
-    t.push([Step::status(200).body("ok")]);
+    script_follow_up(&t);
     assert_eq!(api.resource().await.unwrap(), "ok");
     let state = api.circuit_state();
     assert_eq!(
@@ -157,7 +121,7 @@ async fn dropped_half_open_probe_releases_its_slot() {
     ]);
     let start = Instant::now();
     let clock = Clock::start();
-    let api = fragile(&t);
+    let api = scripted::<FragileClient>(&t);
 
     assert_eq!(api.resource().await.unwrap_err().status(), Some(503));
     assert_eq!(api.circuit_state().phase, Phase::Open);
@@ -203,9 +167,7 @@ async fn dropped_half_open_probe_releases_its_slot() {
     assert_eq!(api.circuit_state().phase, Phase::Closed);
     assert_eq!(t.dispatch_times(), vec![ms(0), ms(100), ms(110)]);
 
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
-    t.push([Step::status(200).body("ok")]);
+    script_follow_up(&t);
     assert_eq!(api.resource().await.unwrap(), "ok");
 }
 
@@ -218,7 +180,7 @@ async fn cancelled_half_open_probe_releases_its_slot() {
     ]);
     let start = Instant::now();
     let clock = Clock::start();
-    let api = fragile(&t);
+    let api = scripted::<FragileClient>(&t);
 
     assert_eq!(api.resource().await.unwrap_err().status(), Some(503));
     sleep_until(start + ms(100)).await;
@@ -243,8 +205,6 @@ async fn cancelled_half_open_probe_releases_its_slot() {
     assert_eq!(api.circuit_state().phase, Phase::Closed);
     assert_eq!(t.dispatch_times(), vec![ms(0), ms(100), ms(110)]);
 
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
-    t.push([Step::status(200).body("ok")]);
+    script_follow_up(&t);
     assert_eq!(api.resource().await.unwrap(), "ok");
 }

@@ -4,13 +4,10 @@
 //!
 //! Breaker: 1 failure, reset 100 ms, 1 probe. No retries.
 
-use std::future::Future;
-
 use resilient_api::circuit_breaker::state::Phase;
 use resilient_api::testing::{ScriptedTransport, Step};
-use resilient_api::{ApiError, ErrorKind, Jitter, resilient_api};
-use tests::{Clock, ms};
-use tokio::task::JoinHandle;
+use resilient_api::{ApiError, ErrorKind, resilient_api};
+use tests::{Clock, ms, script_follow_up, scripted, settle, spawn_timed};
 use tokio::time::{Instant, sleep_until};
 
 /// One failure trips it for 100 ms; one probe.
@@ -22,31 +19,6 @@ use tokio::time::{Instant, sleep_until};
 pub trait HalfOpen {
     #[get("/resource")]
     async fn resource(&self) -> Result<String, ApiError>;
-}
-
-fn client(t: &ScriptedTransport) -> HalfOpenClient {
-    HalfOpenClient::builder()
-        .base_url("https://example.test")
-        .transport(t.clone())
-        .jitter(Jitter::fixed(0.5))
-        .build()
-        .expect("the client builds")
-}
-
-async fn settle() {
-    for _ in 0..16 {
-        tokio::task::yield_now().await;
-    }
-}
-
-fn spawn_timed<T: Send + 'static>(
-    clock: Clock,
-    fut: impl Future<Output = T> + Send + 'static,
-) -> JoinHandle<(T, u64)> {
-    tokio::spawn(async move {
-        let r = fut.await;
-        (r, clock.now_ms())
-    })
 }
 
 /// A call made now is refused at once, with no dispatch.
@@ -72,7 +44,7 @@ async fn s20_circuit_half_open() {
     ]);
     let start = Instant::now();
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<HalfOpenClient>(&t);
 
     let api_slow = api.clone();
     let slow = spawn_timed(clock, async move { api_slow.resource().await });
@@ -139,9 +111,7 @@ async fn s20_circuit_half_open() {
     );
     assert_eq!(t.dispatch_times(), vec![ms(0), ms(0), ms(100), ms(220)]);
 
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
-    t.push([Step::status(200).body("ok")]);
+    script_follow_up(&t);
     assert_eq!(api.resource().await.unwrap(), "ok");
     assert_eq!(t.attempts(), 5);
 }
@@ -157,7 +127,7 @@ async fn stale_success_during_half_open_changes_nothing() {
     ]);
     let start = Instant::now();
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<HalfOpenClient>(&t);
 
     let api_slow = api.clone();
     let slow = spawn_timed(clock, async move { api_slow.resource().await });
@@ -188,9 +158,7 @@ async fn stale_success_during_half_open_changes_nothing() {
     assert_eq!(api.circuit_state().phase, Phase::Closed);
     assert_eq!(t.dispatch_times(), vec![ms(0), ms(0), ms(100)]);
 
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
-    t.push([Step::status(200).body("ok")]);
+    script_follow_up(&t);
     assert_eq!(api.resource().await.unwrap(), "ok");
 }
 
@@ -205,7 +173,7 @@ async fn stale_failure_does_not_extend_the_cooldown() {
     ]);
     let start = Instant::now();
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<HalfOpenClient>(&t);
 
     let api_slow = api.clone();
     let slow = spawn_timed(clock, async move { api_slow.resource().await });
@@ -228,8 +196,6 @@ async fn stale_failure_does_not_extend_the_cooldown() {
     assert_eq!(api.circuit_state().phase, Phase::Closed);
     assert_eq!(t.dispatch_times(), vec![ms(0), ms(0), ms(100)]);
 
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
-    t.push([Step::status(200).body("ok")]);
+    script_follow_up(&t);
     assert_eq!(api.resource().await.unwrap(), "ok");
 }

@@ -5,8 +5,8 @@ use std::error::Error as _;
 
 use resilient_api::circuit_breaker::state::Phase;
 use resilient_api::testing::{ScriptedTransport, Step};
-use resilient_api::{ApiError, ErrorKind, Jitter, resilient_api};
-use tests::{Clock, ms};
+use resilient_api::{ApiError, ErrorKind, resilient_api};
+use tests::{Clock, assert_nothing_leaked, ms, script_follow_up, scripted};
 use tokio::time::Instant;
 
 /// Two failures trip it; two retries.
@@ -42,15 +42,6 @@ pub trait NoRetry {
     async fn resource(&self) -> Result<String, ApiError>;
 }
 
-fn accounting(t: &ScriptedTransport) -> AccountingClient {
-    AccountingClient::builder()
-        .base_url("https://example.test")
-        .transport(t.clone())
-        .jitter(Jitter::fixed(0.5))
-        .build()
-        .expect("the client builds")
-}
-
 /// The error `e` wraps, as an `ApiError`.
 fn source_of(e: &ApiError) -> &ApiError {
     e.source()
@@ -67,7 +58,7 @@ async fn s19_circuit_retry_accounting() {
     ]);
     let start = Instant::now();
     let clock = Clock::start();
-    let api = accounting(&t);
+    let api = scripted::<AccountingClient>(&t);
 
     // 503 at t=0 (one failure), 503 at t=20 (two: tripped). Retries are left, but the
     // breaker would still be open after the 20 ms backoff: the call ends now.
@@ -109,9 +100,7 @@ async fn s19_circuit_retry_accounting() {
 
     // At t=1020 the probe goes through and closes it.
     tokio::time::sleep_until(start + ms(1020)).await;
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
-    t.push([Step::status(200).body("ok")]);
+    script_follow_up(&t);
     assert_eq!(api.resource().await.unwrap(), "ok");
     assert_eq!(clock.now_ms(), 1020);
     assert_eq!(t.dispatch_times(), vec![ms(0), ms(20), ms(1020)]);
@@ -120,8 +109,7 @@ async fn s19_circuit_retry_accounting() {
         (state.phase, state.consecutive_failures),
         (Phase::Closed, 0)
     );
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
+    assert_nothing_leaked(&t);
 }
 
 #[tokio::test(start_paused = true)]
@@ -132,12 +120,7 @@ async fn breaker_trip_with_no_retry_left_reports_the_failure() {
     ]);
     let start = Instant::now();
     let clock = Clock::start();
-    let api = LastRetryClient::builder()
-        .base_url("https://example.test")
-        .transport(t.clone())
-        .jitter(Jitter::fixed(0.5))
-        .build()
-        .unwrap();
+    let api = scripted::<LastRetryClient>(&t);
 
     // The last attempt (t=20) trips the breaker: the caller sees that 503, not
     // CircuitOpen.
@@ -157,9 +140,7 @@ async fn breaker_trip_with_no_retry_left_reports_the_failure() {
     assert_eq!(t.attempts(), 2);
 
     tokio::time::sleep_until(start + ms(1020)).await;
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
-    t.push([Step::status(200).body("ok")]);
+    script_follow_up(&t);
     assert_eq!(api.resource().await.unwrap(), "ok");
     assert_eq!(api.circuit_state().phase, Phase::Closed);
 }
@@ -175,12 +156,7 @@ async fn breaker_does_not_count_4xx() {
     ]);
     let start = Instant::now();
     let clock = Clock::start();
-    let api = NoRetryClient::builder()
-        .base_url("https://example.test")
-        .transport(t.clone())
-        .jitter(Jitter::fixed(0.5))
-        .build()
-        .unwrap();
+    let api = scripted::<NoRetryClient>(&t);
 
     let err = api.resource().await.unwrap_err();
     assert_eq!((err.kind(), err.status()), (ErrorKind::Status, Some(503)));
@@ -217,9 +193,7 @@ async fn breaker_does_not_count_4xx() {
     assert_eq!(t.attempts(), 5);
 
     tokio::time::sleep_until(start + ms(1000)).await;
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
-    t.push([Step::status(200).body("ok")]);
+    script_follow_up(&t);
     assert_eq!(api.resource().await.unwrap(), "ok");
     assert_eq!(api.circuit_state().phase, Phase::Closed);
 }
@@ -228,7 +202,7 @@ async fn breaker_does_not_count_4xx() {
 #[tokio::test(start_paused = true)]
 async fn breaker_stays_closed_under_4xx_only() {
     let t = ScriptedTransport::new((0..5).map(|_| Step::status(404).body("missing")));
-    let api = accounting(&t);
+    let api = scripted::<AccountingClient>(&t);
     for _ in 0..5 {
         let err = api.resource().await.unwrap_err();
         assert_eq!((err.kind(), err.status()), (ErrorKind::Status, Some(404)));
@@ -240,8 +214,6 @@ async fn breaker_stays_closed_under_4xx_only() {
         (Phase::Closed, 0)
     );
     assert_eq!(t.attempts(), 5);
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
-    t.push([Step::status(200).body("ok")]);
+    script_follow_up(&t);
     assert_eq!(api.resource().await.unwrap(), "ok");
 }

@@ -2,8 +2,8 @@
 //! other served by the same request; cancelling every caller drops the shared request.
 
 use resilient_api::testing::{ScriptedTransport, Step};
-use resilient_api::{ApiError, CallOptions, CancellationToken, ErrorKind, Jitter, resilient_api};
-use tests::{Clock, ms};
+use resilient_api::{ApiError, CallOptions, CancellationToken, ErrorKind, resilient_api};
+use tests::{Clock, assert_follow_up_succeeds, assert_nothing_leaked, ms, scripted};
 
 /// A coalesced read with retries.
 #[resilient_api(timeout(attempt = "10s"), retry(max = 2, backoff = fixed(delay = "20ms"), on = [503]))]
@@ -13,36 +13,12 @@ pub trait Config {
     async fn config(&self) -> Result<String, ApiError>;
 }
 
-fn client(t: &ScriptedTransport) -> ConfigClient {
-    ConfigClient::builder()
-        .base_url("https://example.test")
-        .transport(t.clone())
-        .jitter(Jitter::fixed(0.5))
-        .build()
-        .expect("the client builds")
-}
-
-/// A later call dispatches afresh and succeeds; nothing is left over.
-async fn follow_up(t: &ScriptedTransport, api: &ConfigClient) {
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
-    t.push([Step::status(200).body("ok")]);
-    let before = t.attempts();
-    assert_eq!(
-        api.config().await.expect("the follow-up call succeeds"),
-        "ok"
-    );
-    assert_eq!(t.attempts(), before + 1);
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
-}
-
 /// Two identical calls on a step answered at t=50; at t=20 the callers picked by
 /// `cancel` are cancelled through their tokens.
 async fn coalesce_cancel(cancel: [bool; 2]) {
     let t = ScriptedTransport::new([Step::status(200).body("answer").delay(ms(50))]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<ConfigClient>(&t);
     let tokens = [CancellationToken::new(), CancellationToken::new()];
     let callers = [
         api.with_options(CallOptions::new().cancel_on(tokens[0].clone())),
@@ -90,13 +66,12 @@ async fn coalesce_cancel(cancel: [bool; 2]) {
     }
     assert_eq!(t.attempts(), 1);
     assert_eq!(t.dispatch_times(), [ms(0)]);
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
+    assert_nothing_leaked(&t);
 
     // Nothing dispatched later on behalf of the cancelled callers.
     tokio::time::sleep(ms(100)).await;
     assert_eq!(t.attempts(), 1);
-    follow_up(&t, &api).await;
+    assert_follow_up_succeeds(&t, || api.config()).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -119,7 +94,7 @@ async fn s17_coalesce_dropped_caller_leaves_the_other_served() {
     // Dropping a caller's future (here by a 20 ms timeout around it) is leaving too.
     let t = ScriptedTransport::new([Step::status(200).body("answer").delay(ms(50))]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<ConfigClient>(&t);
 
     let (dropped, kept) = tokio::join!(
         async {
@@ -133,7 +108,7 @@ async fn s17_coalesce_dropped_caller_leaves_the_other_served() {
     assert_eq!(result.expect("served"), "answer");
     assert_eq!(at, 50);
     assert_eq!(t.attempts(), 1);
-    follow_up(&t, &api).await;
+    assert_follow_up_succeeds(&t, || api.config()).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -146,7 +121,7 @@ async fn s17_coalesce_cancel_during_shared_backoff() {
         Step::status(200).body("answer").delay(ms(5)),
     ]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<ConfigClient>(&t);
     let token = CancellationToken::new();
     let cancellable = api.with_options(CallOptions::new().cancel_on(token.clone()));
 
@@ -166,5 +141,5 @@ async fn s17_coalesce_cancel_during_shared_backoff() {
     assert_eq!(at, 25);
     assert_eq!(t.attempts(), 2);
     assert_eq!(t.dispatch_times(), [ms(0), ms(20)]);
-    follow_up(&t, &api).await;
+    assert_follow_up_succeeds(&t, || api.config()).await;
 }

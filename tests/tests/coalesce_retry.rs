@@ -3,8 +3,8 @@
 //! Callers stay independent: one caller's shorter deadline ends only that caller.
 
 use resilient_api::testing::{ScriptedTransport, Step};
-use resilient_api::{ApiError, CallOptions, ErrorKind, Jitter, TimeoutKind, resilient_api};
-use tests::{Clock, ms};
+use resilient_api::{ApiError, CallOptions, ErrorKind, TimeoutKind, resilient_api};
+use tests::{Clock, assert_nothing_leaked, ms, script_follow_up, scripted, spawn_timed};
 
 /// A coalesced read with retries.
 #[resilient_api(timeout(attempt = "10s"), retry(max = 2, backoff = fixed(delay = "20ms"), on = [503]))]
@@ -14,21 +14,9 @@ pub trait Config {
     async fn config(&self) -> Result<String, ApiError>;
 }
 
-fn client(t: &ScriptedTransport) -> ConfigClient {
-    ConfigClient::builder()
-        .base_url("https://example.test")
-        .transport(t.clone())
-        .jitter(Jitter::fixed(0.5))
-        .build()
-        .expect("the client builds")
-}
-
 /// A later call dispatches afresh and succeeds; nothing is left over.
 async fn follow_up(t: &ScriptedTransport, api: &ConfigClient) {
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
-    t.push([Step::status(200).body("ok")]);
-    let before = t.attempts();
+    let before = script_follow_up(t);
     assert_eq!(
         api.config().await.expect("the follow-up call succeeds"),
         "ok"
@@ -38,8 +26,7 @@ async fn follow_up(t: &ScriptedTransport, api: &ConfigClient) {
         before + 1,
         "a later call is not served from the past"
     );
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
+    assert_nothing_leaked(t);
 }
 
 /// Start `n` callers at the current instant, each on its own task.
@@ -51,10 +38,7 @@ fn spawn_callers(
     (0..n)
         .map(|_| {
             let api = api.clone();
-            tokio::spawn(async move {
-                let r = api.config().await;
-                (r, clock.now_ms())
-            })
+            spawn_timed(clock, async move { api.config().await })
         })
         .collect()
 }
@@ -67,7 +51,7 @@ async fn s16_coalesce_retry() {
         Step::status(200).chunks([(ms(5), "rea"), (ms(5), "dy")]),
     ]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<ConfigClient>(&t);
 
     let callers = spawn_callers(&api, clock, 4);
     for caller in callers {
@@ -77,8 +61,7 @@ async fn s16_coalesce_retry() {
     }
     assert_eq!(t.attempts(), 3, "one execution for four callers");
     assert_eq!(t.dispatch_times(), [ms(0), ms(20), ms(40)]);
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
+    assert_nothing_leaked(&t);
 
     // A later call dispatches afresh: the 4th dispatch.
     follow_up(&t, &api).await;
@@ -94,7 +77,7 @@ async fn s16_coalesce_retry_late_joiner_shares_the_remaining_retries() {
         Step::status(200).chunks([(ms(5), "rea"), (ms(5), "dy")]),
     ]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<ConfigClient>(&t);
 
     let early = spawn_callers(&api, clock, 2);
     // t=25: the shared execution is in its second attempt; a new caller joins it.
@@ -118,7 +101,7 @@ async fn s16_coalesce_retry_exhaustion_reaches_every_caller() {
         Step::status(503).body("overloaded"),
     ]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<ConfigClient>(&t);
 
     let callers = spawn_callers(&api, clock, 3);
     for caller in callers {
@@ -142,7 +125,7 @@ async fn s16_coalesce_caller_with_a_shorter_deadline_leaves_alone() {
     // it alone gets Deadline at t=30, the others get the answer at t=50.
     let t = ScriptedTransport::new([Step::status(200).body("ready").delay(ms(50))]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<ConfigClient>(&t);
     let short = api.with_options(CallOptions::new().deadline(ms(30)));
 
     let timed = |r: Result<String, ApiError>| (r, clock.now_ms());
@@ -171,7 +154,7 @@ async fn s16_coalesce_caller_with_a_shorter_deadline_joining_late() {
     // not bounded by the newcomer's deadline either way.
     let t = ScriptedTransport::new([Step::status(200).body("ready").delay(ms(50))]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<ConfigClient>(&t);
     let short = api.with_options(CallOptions::new().deadline(ms(30)));
 
     let timed = |r: Result<String, ApiError>| (r, clock.now_ms());

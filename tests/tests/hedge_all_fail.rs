@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use resilient_api::testing::{ScriptedTransport, Step};
-use resilient_api::{ApiError, ErrorKind, Jitter, resilient_api};
-use tests::{Clock, ms};
+use resilient_api::{ApiError, ErrorKind, resilient_api};
+use tests::{Clock, assert_follow_up_succeeds, ms, scripted};
 
 /// A hedged search with no retries.
 #[resilient_api(timeout(attempt = "10s"), retry(max = 0, on = [503]))]
@@ -17,36 +17,13 @@ pub trait Search {
     async fn search(&self) -> Result<String, ApiError>;
 }
 
-fn client(t: &ScriptedTransport) -> SearchClient {
-    SearchClient::builder()
-        .base_url("https://example.test")
-        .transport(t.clone())
-        .jitter(Jitter::fixed(0.5))
-        .build()
-        .expect("the client builds")
-}
-
-async fn follow_up(t: &ScriptedTransport, api: &SearchClient) {
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
-    t.push([Step::status(200).body("ok")]);
-    let before = t.attempts();
-    assert_eq!(
-        api.search().await.expect("the follow-up call succeeds"),
-        "ok"
-    );
-    assert_eq!(t.attempts(), before + 1);
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
-}
-
 /// Run the call; check it is still pending 1 ms before `settles_at`, then that it
 /// ended at exactly `settles_at` with every branch failed and `last_body` (the
 /// last-completing branch) as the source.
 async fn all_fail(steps: [Step; 2], settles_at: u64, last_body: &str) {
     let t = ScriptedTransport::new(steps);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<SearchClient>(&t);
 
     let call = api.search();
     tokio::pin!(call);
@@ -74,7 +51,7 @@ async fn all_fail(steps: [Step; 2], settles_at: u64, last_body: &str) {
     // Nothing later.
     tokio::time::sleep(ms(100)).await;
     assert_eq!(t.attempts(), 2);
-    follow_up(&t, &api).await;
+    assert_follow_up_succeeds(&t, || api.search()).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -112,7 +89,7 @@ async fn s14_hedge_all_fail_transport_errors() {
     // source is the last one, the connect error.
     let t = ScriptedTransport::new([Step::reset().delay(ms(5)), Step::connect_error()]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<SearchClient>(&t);
 
     let e = api.search().await.unwrap_err();
     assert_eq!(clock.now_ms(), 10);
@@ -125,7 +102,7 @@ async fn s14_hedge_all_fail_transport_errors() {
     assert_eq!(source.kind(), ErrorKind::Connect);
     assert_eq!(t.attempts(), 2);
     assert_eq!(t.dispatch_times(), [ms(0), ms(10)]);
-    follow_up(&t, &api).await;
+    assert_follow_up_succeeds(&t, || api.search()).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -137,7 +114,7 @@ async fn s14_non_retryable_failure_ends_the_call_at_once() {
         Step::hang(),
     ]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<SearchClient>(&t);
 
     let e = api.search().await.unwrap_err();
     assert_eq!(clock.now_ms(), 15);
@@ -148,14 +125,14 @@ async fn s14_non_retryable_failure_ends_the_call_at_once() {
     assert_eq!(t.attempts(), 2);
     assert_eq!(t.dispatch_times(), [ms(0), ms(10)]);
     assert_eq!(t.in_flight(), 0, "the pending hedge was dropped");
-    follow_up(&t, &api).await;
+    assert_follow_up_succeeds(&t, || api.search()).await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn s14_non_retryable_failure_before_the_hedge_is_due_launches_none() {
     let t = ScriptedTransport::new([Step::status(404).body("no such thing").delay(ms(5))]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<SearchClient>(&t);
 
     let e = api.search().await.unwrap_err();
     assert_eq!(clock.now_ms(), 5);
@@ -165,7 +142,7 @@ async fn s14_non_retryable_failure_before_the_hedge_is_due_launches_none() {
     tokio::time::sleep(ms(50)).await;
     assert_eq!(t.attempts(), 1, "no hedge after the call ended");
     assert_eq!(t.dispatch_times(), [Duration::ZERO]);
-    follow_up(&t, &api).await;
+    assert_follow_up_succeeds(&t, || api.search()).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -177,11 +154,11 @@ async fn s14_retryable_failure_then_hedge_success_wins() {
         Step::status(200).body("hedge").delay(ms(5)),
     ]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<SearchClient>(&t);
 
     assert_eq!(api.search().await.unwrap(), "hedge");
     assert_eq!(clock.now_ms(), 15);
     assert_eq!(t.attempts(), 2);
     assert_eq!(t.dispatch_times(), [ms(0), ms(10)]);
-    follow_up(&t, &api).await;
+    assert_follow_up_succeeds(&t, || api.search()).await;
 }

@@ -3,8 +3,8 @@
 
 use resilient_api::circuit_breaker::state::Phase;
 use resilient_api::testing::{ScriptedTransport, Step};
-use resilient_api::{ApiError, ErrorKind, Jitter, resilient_api};
-use tests::{Clock, ms};
+use resilient_api::{ApiError, ErrorKind, resilient_api};
+use tests::{Clock, assert_nothing_leaked, ms, scripted};
 
 /// Hedged and plain endpoints behind one breaker (the default partition).
 #[resilient_api(
@@ -25,15 +25,6 @@ pub trait Search {
     #[get("/plain")]
     #[retry(max = 0)]
     async fn plain(&self) -> Result<String, ApiError>;
-}
-
-fn client(t: &ScriptedTransport) -> SearchClient {
-    SearchClient::builder()
-        .base_url("https://example.test")
-        .transport(t.clone())
-        .jitter(Jitter::fixed(0.5))
-        .build()
-        .expect("the client builds")
 }
 
 fn assert_closed_and_clean(api: &SearchClient) {
@@ -69,8 +60,7 @@ async fn recover(t: &ScriptedTransport, api: &SearchClient, clock: &Clock, open_
     );
     assert_eq!(t.attempts(), before + 1);
     assert_closed_and_clean(api);
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
+    assert_nothing_leaked(t);
 }
 
 #[tokio::test(start_paused = true)]
@@ -80,7 +70,7 @@ async fn s7_circuit_hedge() {
         Step::status(200).body("winner").delay(ms(20)),
     ]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<SearchClient>(&t);
 
     // Between the primary's 503 (t=15) and the hedge's answer (t=30) the losing
     // failure must not have been counted.
@@ -94,8 +84,7 @@ async fn s7_circuit_hedge() {
     assert_eq!(state_at_20.consecutive_failures, 0);
     assert_eq!(t.attempts(), 2);
     assert_eq!(t.dispatch_times(), [ms(0), ms(10)]);
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
+    assert_nothing_leaked(&t);
     assert_closed_and_clean(&api);
 
     // A later failing call (no retry, no hedge) trips it and reports its own failure.
@@ -112,8 +101,7 @@ async fn s7_circuit_hedge() {
 
     // The next call is refused without dispatch.
     assert_refused(&t, &api, &clock).await;
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
+    assert_nothing_leaked(&t);
 
     recover(&t, &api, &clock, 1030).await;
 }
@@ -125,7 +113,7 @@ async fn s7_circuit_hedge_both_branches_failing_trip_it() {
         Step::status(503).body("hedge").delay(ms(20)),
     ]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<SearchClient>(&t);
 
     let e = api.search_once().await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::AllHedgesFailed);
@@ -133,8 +121,7 @@ async fn s7_circuit_hedge_both_branches_failing_trip_it() {
     assert_eq!(t.attempts(), 2);
     assert_eq!(t.dispatch_times(), [ms(0), ms(10)]);
     assert_eq!(api.circuit_state().phase, Phase::Open);
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
+    assert_nothing_leaked(&t);
 
     assert_refused(&t, &api, &clock).await;
     recover(&t, &api, &clock, 1030).await;
@@ -150,7 +137,7 @@ async fn s7_circuit_hedge_tripped_with_retries_left_ends_with_circuit_open() {
         Step::status(503).body("hedge").delay(ms(20)),
     ]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<SearchClient>(&t);
 
     let e = api.search().await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::CircuitOpen);
@@ -163,8 +150,7 @@ async fn s7_circuit_hedge_tripped_with_retries_left_ends_with_circuit_open() {
     assert_eq!(source.status(), Some(503));
     assert_eq!(source.body_text().as_deref(), Some("hedge"));
     assert_eq!(api.circuit_state().phase, Phase::Open);
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
+    assert_nothing_leaked(&t);
 
     assert_refused(&t, &api, &clock).await;
     recover(&t, &api, &clock, 1030).await;
@@ -180,7 +166,7 @@ async fn s7_open_breaker_refuses_the_hedge_branch_too() {
         Step::status(503).body("down").delay(ms(5)),
     ]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<SearchClient>(&t);
 
     let (hedged, tripping) = tokio::join!(api.search(), api.plain());
     let e = tripping.unwrap_err();
@@ -194,8 +180,7 @@ async fn s7_open_breaker_refuses_the_hedge_branch_too() {
         "the hedge branch was refused by the open breaker"
     );
     assert_eq!(t.dispatch_times(), [ms(0), ms(0)]);
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
+    assert_nothing_leaked(&t);
     // The primary was admitted under the closed generation: its success does not
     // close the breaker that opened after it.
     assert_eq!(api.circuit_state().phase, Phase::Open);

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use resilient_api::testing::{ScriptedTransport, Step};
-use resilient_api::{ApiError, CallOptions, ErrorKind, Jitter, TimeoutKind, resilient_api};
-use tests::{Clock, ms};
+use resilient_api::{ApiError, CallOptions, ErrorKind, TimeoutKind, resilient_api};
+use tests::{Clock, assert_follow_up_succeeds, ms, scripted};
 
 /// Hedged searches under total deadlines.
 #[resilient_api(timeout(attempt = "10s"), retry(max = 2, backoff = fixed(delay = "20ms"), on = [503]))]
@@ -26,29 +26,6 @@ pub trait Search {
     async fn search_total_10(&self) -> Result<String, ApiError>;
 }
 
-fn client(t: &ScriptedTransport) -> SearchClient {
-    SearchClient::builder()
-        .base_url("https://example.test")
-        .transport(t.clone())
-        .jitter(Jitter::fixed(0.5))
-        .build()
-        .expect("the client builds")
-}
-
-async fn follow_up(t: &ScriptedTransport, api: &SearchClient) {
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
-    t.push([Step::status(200).body("ok")]);
-    let before = t.attempts();
-    assert_eq!(
-        api.search().await.expect("the follow-up call succeeds"),
-        "ok"
-    );
-    assert_eq!(t.attempts(), before + 1);
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
-}
-
 fn assert_deadline(e: &ApiError) {
     assert_eq!(e.kind(), ErrorKind::Deadline, "{e:?}");
     assert_eq!(e.timeout(), Some(TimeoutKind::Total));
@@ -59,7 +36,7 @@ fn assert_deadline(e: &ApiError) {
 async fn hedge_deadline(deadline_ms: u64, dispatches: usize) {
     let t = ScriptedTransport::new(std::iter::repeat_with(Step::hang).take(dispatches));
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<SearchClient>(&t);
 
     let short = api.with_options(CallOptions::new().deadline(ms(deadline_ms)));
     let e = short
@@ -80,7 +57,7 @@ async fn hedge_deadline(deadline_ms: u64, dispatches: usize) {
     // Nothing dispatched at or after the deadline.
     tokio::time::sleep(ms(100)).await;
     assert_eq!(t.attempts(), dispatches);
-    follow_up(&t, &api).await;
+    assert_follow_up_succeeds(&t, || api.search()).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -108,7 +85,7 @@ async fn s15_hedge_deadline_100() {
 async fn s15_hedge_deadline_from_the_trait_total_10() {
     let t = ScriptedTransport::new([Step::hang()]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<SearchClient>(&t);
 
     let e = api.search_total_10().await.unwrap_err();
     assert_eq!(clock.now_ms(), 10);
@@ -118,14 +95,14 @@ async fn s15_hedge_deadline_from_the_trait_total_10() {
     assert_eq!(t.in_flight(), 0);
     tokio::time::sleep(ms(100)).await;
     assert_eq!(t.attempts(), 1);
-    follow_up(&t, &api).await;
+    assert_follow_up_succeeds(&t, || api.search()).await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn s15_hedge_deadline_from_the_trait_total_11() {
     let t = ScriptedTransport::new([Step::hang(), Step::hang()]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<SearchClient>(&t);
 
     let e = api.search_total_11().await.unwrap_err();
     assert_eq!(clock.now_ms(), 11);
@@ -135,7 +112,7 @@ async fn s15_hedge_deadline_from_the_trait_total_11() {
     assert_eq!(t.in_flight(), 0);
     tokio::time::sleep(ms(100)).await;
     assert_eq!(t.attempts(), 2);
-    follow_up(&t, &api).await;
+    assert_follow_up_succeeds(&t, || api.search()).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -143,7 +120,7 @@ async fn s15_hedge_deadline_shorter_of_options_and_trait_total() {
     // Options ask for 100 ms, the method's total is 11 ms: the shorter one applies.
     let t = ScriptedTransport::new([Step::hang(), Step::hang()]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<SearchClient>(&t);
 
     let e = api
         .with_options(CallOptions::new().deadline(ms(100)))
@@ -154,7 +131,7 @@ async fn s15_hedge_deadline_shorter_of_options_and_trait_total() {
     assert_deadline(&e);
     assert_eq!(t.attempts(), 2);
     assert_eq!(t.in_flight(), 0);
-    follow_up(&t, &api).await;
+    assert_follow_up_succeeds(&t, || api.search()).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -169,7 +146,7 @@ async fn s15_hedge_deadline_during_retry_backoff() {
         Step::hang(),
     ]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<SearchClient>(&t);
 
     let e = api
         .with_options(CallOptions::new().deadline(ms(40)))
@@ -183,5 +160,5 @@ async fn s15_hedge_deadline_during_retry_backoff() {
     assert_eq!(t.in_flight(), 0);
     tokio::time::sleep(ms(100)).await;
     assert_eq!(t.attempts(), 3);
-    follow_up(&t, &api).await;
+    assert_follow_up_succeeds(&t, || api.search()).await;
 }

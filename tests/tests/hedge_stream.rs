@@ -4,8 +4,8 @@
 //! the call returned, and the primary is dropped as soon as the winner is chosen.
 
 use resilient_api::testing::{ScriptedTransport, Step};
-use resilient_api::{ApiError, Jitter, ResponseStream, resilient_api};
-use tests::{Clock, ms};
+use resilient_api::{ApiError, ResponseStream, resilient_api};
+use tests::{Clock, assert_nothing_leaked, ms, script_follow_up, scripted};
 
 /// A hedged search whose result is read as a stream.
 #[resilient_api(timeout(attempt = "10s"), retry(max = 0))]
@@ -15,21 +15,9 @@ pub trait Search {
     async fn search(&self) -> Result<ResponseStream, ApiError>;
 }
 
-fn client(t: &ScriptedTransport) -> SearchClient {
-    SearchClient::builder()
-        .base_url("https://example.test")
-        .transport(t.clone())
-        .jitter(Jitter::fixed(0.5))
-        .build()
-        .expect("the client builds")
-}
-
 /// Nothing left over, and the same client serves a healthy call.
 async fn follow_up(t: &ScriptedTransport, api: &SearchClient) {
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
-    t.push([Step::status(200).body("ok")]);
-    let before = t.attempts();
+    let before = script_follow_up(t);
     let body = api
         .search()
         .await
@@ -39,8 +27,7 @@ async fn follow_up(t: &ScriptedTransport, api: &SearchClient) {
         .expect("the follow-up body reads");
     assert_eq!(body, "ok");
     assert_eq!(t.attempts(), before + 1);
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
+    assert_nothing_leaked(t);
 }
 
 #[tokio::test(start_paused = true)]
@@ -50,7 +37,7 @@ async fn s6_hedge_stream_winner() {
         Step::status(200).chunks([(ms(20), "win"), (ms(20), "ner")]),
     ]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<SearchClient>(&t);
 
     let stream = api.search().await.unwrap();
     assert_eq!(clock.now_ms(), 10, "the hedge's head wins at t=10");
@@ -64,8 +51,7 @@ async fn s6_hedge_stream_winner() {
     assert_eq!(text, "winner");
     assert_eq!(clock.now_ms(), 50);
     assert_eq!(t.attempts(), 2, "nothing dispatched while reading");
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
+    assert_nothing_leaked(&t);
 
     follow_up(&t, &api).await;
 }
@@ -77,7 +63,7 @@ async fn hedge_stream_winner_chunks_arrive_at_their_times() {
         Step::status(200).chunks([(ms(20), "win"), (ms(20), "ner")]),
     ]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<SearchClient>(&t);
 
     let mut stream = api.search().await.unwrap();
     assert_eq!(clock.now_ms(), 10);
@@ -104,7 +90,7 @@ async fn hedge_stream_winner_dropped_unread_closes_its_body() {
         Step::status(200).chunks([(ms(20), "win"), (ms(20), "ner")]),
     ]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<SearchClient>(&t);
 
     let mut stream = api.search().await.unwrap();
     let first = stream.chunk().await.unwrap().unwrap();
@@ -129,7 +115,7 @@ async fn hedge_stream_primary_answering_first_launches_no_hedge() {
         .delay(ms(9))
         .chunks([(ms(20), "pri"), (ms(20), "mary")])]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<SearchClient>(&t);
 
     let stream = api.search().await.unwrap();
     assert_eq!(clock.now_ms(), 9);

@@ -18,7 +18,7 @@ use resilient_api::transport::{HttpRequest, SendFuture};
 use resilient_api::{
     ApiError, CallOptions, CancellationToken, ErrorKind, Jitter, Transport, resilient_api,
 };
-use tests::ms;
+use tests::{ms, settle};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -117,12 +117,6 @@ struct World {
     t: ScriptedTransport,
     base: Instant,
     live: Vec<Live>,
-}
-
-async fn settle() {
-    for _ in 0..16 {
-        tokio::task::yield_now().await;
-    }
 }
 
 /// What a finished call may have ended with, given its script.

@@ -2,12 +2,9 @@
 //! attempt takes a token (retries too); a deadline the next token cannot meet fails at
 //! once; a waiter that leaves takes nothing.
 
-use std::future::Future;
-
 use resilient_api::testing::{ScriptedTransport, Step};
-use resilient_api::{ApiError, CallOptions, CancellationToken, ErrorKind, Jitter, resilient_api};
-use tests::{Clock, ms};
-use tokio::task::JoinHandle;
+use resilient_api::{ApiError, CallOptions, CancellationToken, ErrorKind, resilient_api};
+use tests::{Clock, assert_nothing_leaked, ms, scripted, settle, spawn_timed};
 use tokio::time::Instant;
 
 /// One token every 100 ms, burst 1; two retries 20 ms apart.
@@ -21,34 +18,8 @@ pub trait Limited {
     async fn resource(&self) -> Result<String, ApiError>;
 }
 
-fn client(t: &ScriptedTransport) -> LimitedClient {
-    LimitedClient::builder()
-        .base_url("https://example.test")
-        .transport(t.clone())
-        .jitter(Jitter::fixed(0.5))
-        .build()
-        .expect("the client builds")
-}
-
-async fn settle() {
-    for _ in 0..16 {
-        tokio::task::yield_now().await;
-    }
-}
-
-fn spawn_timed<T: Send + 'static>(
-    clock: Clock,
-    fut: impl Future<Output = T> + Send + 'static,
-) -> JoinHandle<(T, u64)> {
-    tokio::spawn(async move {
-        let r = fut.await;
-        (r, clock.now_ms())
-    })
-}
-
 async fn nothing_leaks_and_client_still_works(api: &LimitedClient, t: &ScriptedTransport) {
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
+    assert_nothing_leaked(t);
     // Long after the last token, the bucket is full again.
     tokio::time::sleep(ms(1000)).await;
     let (before, clock) = (t.attempts(), Clock::start());
@@ -59,15 +30,14 @@ async fn nothing_leaks_and_client_still_works(api: &LimitedClient, t: &ScriptedT
     );
     assert_eq!(clock.now_ms(), 0, "a full bucket does not wait");
     assert_eq!(t.attempts(), before + 1);
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
+    assert_nothing_leaked(t);
 }
 
 #[tokio::test(start_paused = true)]
 async fn rate_limit_spaces_calls_exactly_100ms_apart() {
     let t = ScriptedTransport::new((0..4).map(|i| Step::status(200).body(format!("r{i}"))));
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<LimitedClient>(&t);
 
     let mut calls = Vec::new();
     for _ in 0..4 {
@@ -89,7 +59,7 @@ async fn rate_limit_spaces_calls_exactly_100ms_apart() {
 async fn rate_limit_sequential_calls_wait_for_the_next_token() {
     let t = ScriptedTransport::new((0..3).map(|_| Step::status(200).body("ok")));
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<LimitedClient>(&t);
     for i in 0..3 {
         assert_eq!(api.resource().await.unwrap(), "ok");
         assert_eq!(clock.now_ms(), 100 * i);
@@ -116,7 +86,7 @@ async fn rate_limit_every_retry_takes_a_token() {
         Step::status(200).body("ready"),
     ]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<LimitedClient>(&t);
 
     // Backoffs end at t=20 and t=120, but the next tokens are at t=100 and t=200.
     assert_eq!(api.resource().await.unwrap(), "ready");
@@ -133,7 +103,7 @@ async fn rate_limit_deadline_too_short_fails_at_once() {
     ]);
     let start = Instant::now();
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<LimitedClient>(&t);
 
     assert_eq!(api.resource().await.unwrap(), "first");
 
@@ -183,7 +153,7 @@ async fn rate_limit_dropped_waiter_takes_no_token() {
         Step::status(200).body("later"),
     ]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<LimitedClient>(&t);
 
     assert_eq!(api.resource().await.unwrap(), "first");
 
@@ -219,7 +189,7 @@ async fn rate_limit_cancelled_waiter_takes_no_token() {
         Step::status(200).body("next"),
     ]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<LimitedClient>(&t);
 
     assert_eq!(api.resource().await.unwrap(), "first");
 

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use resilient_api::testing::{ScriptedTransport, Step};
-use resilient_api::{ApiError, ErrorKind, Jitter, resilient_api};
-use tests::{Clock, ms};
+use resilient_api::{ApiError, ErrorKind, resilient_api};
+use tests::{Clock, assert_follow_up_succeeds, ms, scripted};
 
 /// Two retries, 20 ms apart, on 503.
 #[resilient_api(
@@ -28,27 +28,6 @@ pub trait Basic {
     async fn item(&self, id: &str) -> Result<String, ApiError>;
 }
 
-fn client(t: &ScriptedTransport) -> BasicClient {
-    BasicClient::builder()
-        .base_url("https://example.test")
-        .transport(t.clone())
-        .jitter(Jitter::fixed(0.5))
-        .build()
-        .expect("the client builds")
-}
-
-/// Nothing in flight, no open body, and a healthy call succeeds on the same client.
-async fn assert_clean_and_healthy(api: &BasicClient, t: &ScriptedTransport) {
-    assert_eq!(t.in_flight(), 0, "attempts still in flight");
-    assert_eq!(t.open_bodies(), 0, "bodies still open");
-    let before = t.attempts();
-    t.push([Step::status(200).body("ok")]);
-    assert_eq!(api.resource().await.expect("the call failed"), "ok");
-    assert_eq!(t.attempts(), before + 1);
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
-}
-
 #[tokio::test(start_paused = true)]
 async fn s1_retry_recovery() {
     let t = ScriptedTransport::new([
@@ -57,7 +36,7 @@ async fn s1_retry_recovery() {
         Step::status(200).body("ready"),
     ]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<BasicClient>(&t);
 
     let value = api.resource().await.unwrap();
     assert_eq!(value, "ready");
@@ -68,7 +47,7 @@ async fn s1_retry_recovery() {
     // None later.
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(t.attempts(), 3);
-    assert_clean_and_healthy(&api, &t).await;
+    assert_follow_up_succeeds(&t, || api.resource()).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -79,7 +58,7 @@ async fn s2_retry_exhaustion() {
         Step::status(503).body("overloaded"),
     ]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<BasicClient>(&t);
 
     let e = api.resource().await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Status);
@@ -93,14 +72,14 @@ async fn s2_retry_exhaustion() {
 
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(t.attempts(), 3);
-    assert_clean_and_healthy(&api, &t).await;
+    assert_follow_up_succeeds(&t, || api.resource()).await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn s3_retry_disabled() {
     let t = ScriptedTransport::new([Step::status(503).body("busy")]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<BasicClient>(&t);
 
     let e = api.disabled().await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Status);
@@ -112,20 +91,20 @@ async fn s3_retry_disabled() {
 
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(t.attempts(), 1);
-    assert_clean_and_healthy(&api, &t).await;
+    assert_follow_up_succeeds(&t, || api.resource()).await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn connect_error_is_retried_on_a_plain_post() {
     let t = ScriptedTransport::new([Step::connect_error(), Step::status(200).body("created")]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<BasicClient>(&t);
 
     assert_eq!(api.create().await.unwrap(), "created");
     assert_eq!(clock.now_ms(), 20);
     assert_eq!(t.dispatch_times(), vec![ms(0), ms(20)]);
     assert!(t.requests().iter().all(|r| r.method == http::Method::POST));
-    assert_clean_and_healthy(&api, &t).await;
+    assert_follow_up_succeeds(&t, || api.resource()).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -136,7 +115,7 @@ async fn connect_errors_on_a_plain_post_exhaust_the_retries() {
         Step::connect_error(),
     ]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<BasicClient>(&t);
 
     let e = api.create().await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Connect);
@@ -144,14 +123,14 @@ async fn connect_errors_on_a_plain_post_exhaust_the_retries() {
     assert_eq!(e.attempts(), 3);
     assert_eq!(clock.now_ms(), 40);
     assert_eq!(t.dispatch_times(), vec![ms(0), ms(20), ms(40)]);
-    assert_clean_and_healthy(&api, &t).await;
+    assert_follow_up_succeeds(&t, || api.resource()).await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn reset_is_not_retried_on_a_plain_post() {
     let t = ScriptedTransport::new([Step::reset()]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<BasicClient>(&t);
 
     let e = api.create().await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Transport);
@@ -161,26 +140,26 @@ async fn reset_is_not_retried_on_a_plain_post() {
 
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(t.attempts(), 1);
-    assert_clean_and_healthy(&api, &t).await;
+    assert_follow_up_succeeds(&t, || api.resource()).await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn reset_is_retried_on_a_get() {
     let t = ScriptedTransport::new([Step::reset(), Step::status(200).body("ready")]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<BasicClient>(&t);
 
     assert_eq!(api.resource().await.unwrap(), "ready");
     assert_eq!(clock.now_ms(), 20);
     assert_eq!(t.dispatch_times(), vec![ms(0), ms(20)]);
-    assert_clean_and_healthy(&api, &t).await;
+    assert_follow_up_succeeds(&t, || api.resource()).await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn not_found_is_never_retried() {
     let t = ScriptedTransport::new([Step::status(404).body("missing")]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<BasicClient>(&t);
 
     let e = api.resource().await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Status);
@@ -192,14 +171,14 @@ async fn not_found_is_never_retried() {
 
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(t.attempts(), 1);
-    assert_clean_and_healthy(&api, &t).await;
+    assert_follow_up_succeeds(&t, || api.resource()).await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn status_503_on_a_plain_post_is_not_retried() {
     let t = ScriptedTransport::new([Step::status(503).body("busy")]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<BasicClient>(&t);
 
     let e = api.create().await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Status);
@@ -211,14 +190,14 @@ async fn status_503_on_a_plain_post_is_not_retried() {
 
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(t.attempts(), 1);
-    assert_clean_and_healthy(&api, &t).await;
+    assert_follow_up_succeeds(&t, || api.resource()).await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn shape_changing_path_values_are_invalid_requests_never_sent() {
     let t = ScriptedTransport::new([]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<BasicClient>(&t);
 
     for bad in ["..", ".", "", "a\nb", "a\rb", "a\tb"] {
         let e = api.item(bad).await.unwrap_err();
@@ -234,5 +213,5 @@ async fn shape_changing_path_values_are_invalid_requests_never_sent() {
     t.push([Step::status(200).body("item")]);
     assert_eq!(api.item("a/..").await.unwrap(), "item");
     assert_eq!(t.requests()[0].url, "https://example.test/items/a%2F..");
-    assert_clean_and_healthy(&api, &t).await;
+    assert_follow_up_succeeds(&t, || api.resource()).await;
 }

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use resilient_api::testing::{ScriptedTransport, Step};
-use resilient_api::{ApiError, BodyStream, ErrorKind, Jitter, resilient_api};
-use tests::{Clock, ms};
+use resilient_api::{ApiError, BodyStream, ErrorKind, resilient_api};
+use tests::{Clock, assert_nothing_leaked, ms, script_follow_up, scripted};
 
 /// 20 bytes: `é` is two.
 const PAYLOAD: &str = "payload: café / 123";
@@ -36,15 +36,6 @@ pub trait Upload {
     async fn charge(&self, #[body] payload: &str) -> Result<String, ApiError>;
 }
 
-fn client(t: &ScriptedTransport) -> UploadClient {
-    UploadClient::builder()
-        .base_url("https://example.test")
-        .transport(t.clone())
-        .jitter(Jitter::fixed(0.5))
-        .build()
-        .expect("the client builds")
-}
-
 /// The payload as a stream of two chunks, split inside the `é`.
 fn payload_stream() -> BodyStream {
     let bytes = Bytes::from_static(PAYLOAD.as_bytes());
@@ -59,11 +50,6 @@ fn header(r: &resilient_api::testing::RecordedRequest, name: &str) -> Option<Str
         .map(|v| v.to_str().expect("a text header").to_owned())
 }
 
-fn assert_clean(t: &ScriptedTransport) {
-    assert_eq!(t.in_flight(), 0, "attempts still in flight");
-    assert_eq!(t.open_bodies(), 0, "bodies still open");
-}
-
 #[test]
 fn payload_is_20_bytes() {
     assert_eq!(PAYLOAD.len(), 20);
@@ -76,7 +62,7 @@ async fn s11_retry_body_replay_json() {
         Step::status(200).body("stored"),
     ]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<UploadClient>(&t);
 
     assert_eq!(api.json(PAYLOAD).await.unwrap(), "stored");
     assert_eq!(clock.now_ms(), 20);
@@ -91,8 +77,7 @@ async fn s11_retry_body_replay_json() {
             Some("application/json")
         );
     }
-    assert_clean(&t);
-    t.push([Step::status(200).body("ok")]);
+    script_follow_up(&t);
     assert_eq!(api.json(PAYLOAD).await.unwrap(), "ok");
 }
 
@@ -103,7 +88,7 @@ async fn s11_retry_body_replay_raw() {
         Step::status(200).body("stored"),
     ]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<UploadClient>(&t);
 
     assert_eq!(api.raw(PAYLOAD.as_bytes()).await.unwrap(), "stored");
     assert_eq!(clock.now_ms(), 20);
@@ -116,8 +101,7 @@ async fn s11_retry_body_replay_raw() {
             Some("application/octet-stream")
         );
     }
-    assert_clean(&t);
-    t.push([Step::status(200).body("ok")]);
+    script_follow_up(&t);
     assert_eq!(api.raw(PAYLOAD.as_bytes()).await.unwrap(), "ok");
 }
 
@@ -128,7 +112,7 @@ async fn s11_retry_body_replay_stream() {
         Step::status(200).body("stored"),
     ]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<UploadClient>(&t);
 
     let e = api.stream(payload_stream()).await.unwrap_err();
     assert_eq!(clock.now_ms(), 0);
@@ -143,13 +127,13 @@ async fn s11_retry_body_replay_stream() {
 
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(t.attempts(), 1);
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 
     // A fresh stream on the same client goes out whole, once.
     assert_eq!(api.stream(payload_stream()).await.unwrap(), "stored");
     assert_eq!(t.attempts(), 2);
     assert_eq!(t.requests()[1].body.as_ref(), PAYLOAD.as_bytes());
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 }
 
 /// CONFORMANCE S11: "the stream variant is not retried and says its body could not be
@@ -158,7 +142,7 @@ async fn s11_retry_body_replay_stream() {
 #[tokio::test(start_paused = true)]
 async fn s11_retry_body_replay_stream_says_not_replayable() {
     let t = ScriptedTransport::new([Step::status(503).body("busy")]);
-    let api = client(&t);
+    let api = scripted::<UploadClient>(&t);
 
     let e = api.stream(payload_stream()).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Status);
@@ -169,14 +153,14 @@ async fn s11_retry_body_replay_stream_says_not_replayable() {
         "the error does not say the body could not be replayed: {e}"
     );
     assert!(e.to_string().contains("could not be replayed"), "{e}");
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 }
 
 #[tokio::test(start_paused = true)]
 async fn stream_body_is_not_retried_after_a_reset() {
     let t = ScriptedTransport::new([Step::reset()]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<UploadClient>(&t);
 
     let e = api.stream(payload_stream()).await.unwrap_err();
     assert_eq!(clock.now_ms(), 0);
@@ -184,7 +168,7 @@ async fn stream_body_is_not_retried_after_a_reset() {
     assert_eq!(e.attempts(), 1);
     assert_eq!(t.attempts(), 1);
     assert_eq!(t.requests()[0].body.as_ref(), PAYLOAD.as_bytes());
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 }
 
 #[tokio::test(start_paused = true)]
@@ -195,7 +179,7 @@ async fn idempotency_key_is_the_same_on_every_attempt_and_new_per_call() {
         Step::status(200).body("charged again"),
     ]);
     let clock = Clock::start();
-    let api = client(&t);
+    let api = scripted::<UploadClient>(&t);
 
     // A keyed POST is retried.
     assert_eq!(api.charge(PAYLOAD).await.unwrap(), "charged");
@@ -213,7 +197,7 @@ async fn idempotency_key_is_the_same_on_every_attempt_and_new_per_call() {
     assert_eq!(keys[0], keys[1], "the retry carries another key");
     assert_ne!(keys[0], keys[2], "two calls share a key");
     assert_eq!(sent[0].body, sent[1].body);
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 }
 
 #[tokio::test(start_paused = true)]
@@ -222,7 +206,7 @@ async fn keyed_post_exhausting_its_retries_keeps_one_key() {
         Step::status(503).body("busy"),
         Step::status(503).body("busy"),
     ]);
-    let api = client(&t);
+    let api = scripted::<UploadClient>(&t);
 
     let e = api.charge(PAYLOAD).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Status);
@@ -233,5 +217,5 @@ async fn keyed_post_exhausting_its_retries_keeps_one_key() {
         header(&sent[0], "idempotency-key"),
         header(&sent[1], "idempotency-key")
     );
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 }

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use resilient_api::testing::{ScriptedTransport, Step};
-use resilient_api::{ApiError, CallOptions, CancellationToken, ErrorKind, Jitter, resilient_api};
-use tests::{Clock, ms};
+use resilient_api::{ApiError, CallOptions, CancellationToken, ErrorKind, resilient_api};
+use tests::{Clock, assert_nothing_leaked, ms, script_follow_up, scripted, scripted_builder};
 
 /// Two retries, 100 ms apart.
 #[resilient_api(
@@ -27,20 +27,8 @@ pub trait Polite {
     async fn resource(&self) -> Result<String, ApiError>;
 }
 
-fn slow_client(t: &ScriptedTransport) -> SlowBackoffClient {
-    SlowBackoffClient::builder()
-        .base_url("https://example.test")
-        .transport(t.clone())
-        .jitter(Jitter::fixed(0.5))
-        .build()
-        .expect("the client builds")
-}
-
 fn polite_client(t: &ScriptedTransport) -> PoliteClient {
-    PoliteClient::builder()
-        .base_url("https://example.test")
-        .transport(t.clone())
-        .jitter(Jitter::fixed(0.5))
+    scripted_builder::<PoliteClient>(t)
         .wall_clock(tests::fixed_wall_clock)
         .build()
         .expect("the client builds")
@@ -54,7 +42,7 @@ async fn s4_retry_backoff_cancel() {
         Step::status(200).body("ready"),
     ]);
     let clock = Clock::start();
-    let api = slow_client(&t);
+    let api = scripted::<SlowBackoffClient>(&t);
     let token = CancellationToken::new();
     let cancellable = api.with_options(CallOptions::new().cancel_on(token.clone()));
     let call = tokio::spawn(async move { cancellable.resource().await });
@@ -72,14 +60,12 @@ async fn s4_retry_backoff_cancel() {
     // Nothing is dispatched when the backoff would have ended, or later.
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(t.attempts(), 1);
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
+    assert_nothing_leaked(&t);
 
     // Follow-up on the same client: the next scripted 200.
     assert_eq!(api.resource().await.unwrap(), "ready");
     assert_eq!(t.attempts(), 2);
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
+    assert_nothing_leaked(&t);
 }
 
 /// A 503 carrying `header: value`, then a 200: the retry must leave exactly
@@ -106,9 +92,7 @@ async fn assert_waits(header: &str, value: &str, expected_ms: u64) {
 
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(t.attempts(), 2);
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
-    t.push([Step::status(200).body("ok")]);
+    script_follow_up(&t);
     assert_eq!(api.resource().await.expect("the call failed"), "ok");
     assert_eq!(t.attempts(), 3);
 }
@@ -139,14 +123,12 @@ async fn assert_cancel_during_wait(header: &str, value: &str) {
 
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(t.attempts(), 1, "{header}: {value}");
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
+    assert_nothing_leaked(&t);
 
     // Follow-up: the 200 the cancelled call never reached.
     assert_eq!(api.resource().await.expect("the call failed"), "ready");
     assert_eq!(t.attempts(), 2);
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
+    assert_nothing_leaked(&t);
 }
 
 #[tokio::test(start_paused = true)]
@@ -218,8 +200,7 @@ async fn retry_after_ms_wins_over_retry_after() {
     assert_eq!(api.resource().await.unwrap(), "ready");
     assert_eq!(clock.now_ms(), 300);
     assert_eq!(t.dispatch_times(), vec![ms(0), ms(300)]);
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
+    assert_nothing_leaked(&t);
 }
 
 #[tokio::test(start_paused = true)]
@@ -241,8 +222,6 @@ async fn retry_after_on_the_last_attempt_is_reported() {
     assert_eq!(e.body_text().as_deref(), Some("still busy"));
     assert_eq!(e.attempts(), 2);
     assert_eq!(t.dispatch_times(), vec![ms(0), ms(1000)]);
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
-    t.push([Step::status(200).body("ok")]);
+    script_follow_up(&t);
     assert_eq!(api.resource().await.unwrap(), "ok");
 }

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use resilient_api::testing::{ScriptedTransport, Step};
-use resilient_api::{ApiError, CallOptions, ErrorKind, Jitter, TimeoutKind, resilient_api};
-use tests::{Clock, ms};
+use resilient_api::{ApiError, CallOptions, ErrorKind, TimeoutKind, resilient_api};
+use tests::{Clock, assert_nothing_leaked, ms, script_follow_up, scripted};
 
 /// A 300 ms backoff that cannot fit the 100 ms deadline.
 #[resilient_api(
@@ -27,34 +27,11 @@ pub trait ShortBackoff {
     async fn resource(&self) -> Result<String, ApiError>;
 }
 
-fn long_client(t: &ScriptedTransport) -> LongBackoffClient {
-    LongBackoffClient::builder()
-        .base_url("https://example.test")
-        .transport(t.clone())
-        .jitter(Jitter::fixed(0.5))
-        .build()
-        .expect("the client builds")
-}
-
-fn short_client(t: &ScriptedTransport) -> ShortBackoffClient {
-    ShortBackoffClient::builder()
-        .base_url("https://example.test")
-        .transport(t.clone())
-        .jitter(Jitter::fixed(0.5))
-        .build()
-        .expect("the client builds")
-}
-
-fn assert_clean(t: &ScriptedTransport) {
-    assert_eq!(t.in_flight(), 0, "attempts still in flight");
-    assert_eq!(t.open_bodies(), 0, "bodies still open");
-}
-
 #[tokio::test(start_paused = true)]
 async fn s10_retry_total_deadline_backoff_too_long() {
     let t = ScriptedTransport::new([Step::status(503).body("busy")]);
     let clock = Clock::start();
-    let api = long_client(&t);
+    let api = scripted::<LongBackoffClient>(&t);
 
     let e = api.resource().await.unwrap_err();
     assert_eq!(clock.now_ms(), 0);
@@ -67,17 +44,16 @@ async fn s10_retry_total_deadline_backoff_too_long() {
 
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(t.attempts(), 1);
-    assert_clean(&t);
-    t.push([Step::status(200).body("ok")]);
+    script_follow_up(&t);
     assert_eq!(api.resource().await.unwrap(), "ok");
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 }
 
 #[tokio::test(start_paused = true)]
 async fn s10_retry_total_deadline_hang_after_backoff() {
     let t = ScriptedTransport::new([Step::status(503).body("busy"), Step::hang()]);
     let clock = Clock::start();
-    let api = short_client(&t);
+    let api = scripted::<ShortBackoffClient>(&t);
     let api2 = api.clone();
     let call = tokio::spawn(async move { api2.resource().await });
 
@@ -92,13 +68,13 @@ async fn s10_retry_total_deadline_hang_after_backoff() {
     assert_eq!(e.timeout(), Some(TimeoutKind::Total));
     assert_eq!(e.attempts(), 2);
     assert_eq!(t.dispatch_times(), vec![ms(0), ms(80)]);
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(t.attempts(), 2);
     t.push([Step::status(200).body("ok")]);
     assert_eq!(api.resource().await.unwrap(), "ok");
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 }
 
 #[tokio::test(start_paused = true)]
@@ -106,7 +82,7 @@ async fn retry_after_that_cannot_fit_fails_at_once_and_carries_it() {
     let t = ScriptedTransport::new([Step::status(503).body("busy").header("retry-after", "1")]);
     let start = tokio::time::Instant::now();
     let clock = Clock::start();
-    let api = short_client(&t);
+    let api = scripted::<ShortBackoffClient>(&t);
 
     let e = api.resource().await.unwrap_err();
     assert_eq!(clock.now_ms(), 0);
@@ -120,8 +96,7 @@ async fn retry_after_that_cannot_fit_fails_at_once_and_carries_it() {
 
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(t.attempts(), 1);
-    assert_clean(&t);
-    t.push([Step::status(200).body("ok")]);
+    script_follow_up(&t);
     assert_eq!(api.resource().await.unwrap(), "ok");
 }
 
@@ -131,14 +106,14 @@ async fn wait_ending_exactly_at_the_deadline_fails_at_once() {
         .body("busy")
         .header("retry-after-ms", "100")]);
     let clock = Clock::start();
-    let api = short_client(&t);
+    let api = scripted::<ShortBackoffClient>(&t);
 
     let e = api.resource().await.unwrap_err();
     assert_eq!(clock.now_ms(), 0);
     assert_eq!(e.kind(), ErrorKind::Status);
     assert_eq!(e.retry_after(), Some(ms(100)));
     assert_eq!(t.attempts(), 1);
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 }
 
 #[tokio::test(start_paused = true)]
@@ -150,12 +125,12 @@ async fn wait_ending_just_before_the_deadline_is_taken() {
         Step::status(200).body("ready"),
     ]);
     let clock = Clock::start();
-    let api = short_client(&t);
+    let api = scripted::<ShortBackoffClient>(&t);
 
     assert_eq!(api.resource().await.unwrap(), "ready");
     assert_eq!(clock.now_ms(), 99);
     assert_eq!(t.dispatch_times(), vec![ms(0), ms(99)]);
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 }
 
 #[tokio::test(start_paused = true)]
@@ -163,7 +138,7 @@ async fn per_call_deadline_counts_when_fitting_the_backoff() {
     // The trait's 100 ms would fit the 80 ms backoff; the caller's 50 ms does not.
     let t = ScriptedTransport::new([Step::status(503).body("busy")]);
     let clock = Clock::start();
-    let api = short_client(&t);
+    let api = scripted::<ShortBackoffClient>(&t);
 
     let quick = api.with_options(CallOptions::new().deadline(ms(50)));
     let e = quick.resource().await.unwrap_err();
@@ -172,7 +147,6 @@ async fn per_call_deadline_counts_when_fitting_the_backoff() {
     assert_eq!(e.status(), Some(503));
     assert_eq!(e.attempts(), 1);
     assert_eq!(t.attempts(), 1);
-    assert_clean(&t);
-    t.push([Step::status(200).body("ok")]);
+    script_follow_up(&t);
     assert_eq!(api.resource().await.unwrap(), "ok");
 }

@@ -11,8 +11,8 @@ use std::time::Duration;
 use resilient_api::client::RetryEvent;
 use resilient_api::testing::{ScriptedTransport, Step};
 use resilient_api::transport::HttpRequest;
-use resilient_api::{ApiError, ClientBuilder, ErrorKind, Jitter, resilient_api};
-use tests::{Clock, ms};
+use resilient_api::{ApiError, ErrorKind, resilient_api};
+use tests::{Clock, assert_nothing_leaked, ms, script_follow_up, scripted_builder};
 
 /// Two retries, 20 ms apart; one bulkhead slot and no queue.
 #[resilient_api(
@@ -36,13 +36,6 @@ impl fmt::Display for HookFailed {
 
 impl std::error::Error for HookFailed {}
 
-fn builder(t: &ScriptedTransport) -> ClientBuilder<HookedClient> {
-    HookedClient::builder()
-        .base_url("https://example.test")
-        .transport(t.clone())
-        .jitter(Jitter::fixed(0.5))
-}
-
 /// True on the first call of the hook it is shared by, false after.
 fn first_use(counter: &AtomicUsize) -> bool {
     counter.fetch_add(1, Ordering::SeqCst) == 0
@@ -61,16 +54,14 @@ fn assert_hook_error(e: &ApiError, which: &'static str) {
 /// Nothing in flight or open; a follow-up that retries once (so the hook runs again,
 /// and the single bulkhead slot must be free) succeeds.
 async fn assert_follow_up(api: &HookedClient, t: &ScriptedTransport) {
-    assert_eq!(t.in_flight(), 0, "attempts still in flight");
-    assert_eq!(t.open_bodies(), 0, "bodies still open");
+    assert_nothing_leaked(t);
     let before = t.attempts();
     let clock = Clock::start();
     t.push([Step::status(503).body("busy"), Step::status(200).body("ok")]);
     assert_eq!(api.resource().await.expect("the call failed"), "ok");
     assert_eq!(clock.now_ms(), 20);
     assert_eq!(t.attempts(), before + 2);
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
+    assert_nothing_leaked(t);
 }
 
 fn assert_panic(err: tokio::task::JoinError, message: &str) {
@@ -88,7 +79,7 @@ async fn s13_retry_hook_error_predicate() {
     let clock = Clock::start();
     let uses = Arc::new(AtomicUsize::new(0));
     let counter = uses.clone();
-    let api = builder(&t)
+    let api = scripted_builder::<HookedClient>(&t)
         .retry_predicate(move |_e: &ApiError| {
             if first_use(&counter) {
                 return Err(HookFailed("predicate").into());
@@ -116,7 +107,7 @@ async fn s13_retry_hook_error_predicate() {
 async fn retry_predicate_saying_no_ends_with_the_failure() {
     let t = ScriptedTransport::new([Step::status(503).body("busy")]);
     let clock = Clock::start();
-    let api = builder(&t)
+    let api = scripted_builder::<HookedClient>(&t)
         .retry_predicate(|_e: &ApiError| Ok(false))
         .build()
         .unwrap();
@@ -127,9 +118,7 @@ async fn retry_predicate_saying_no_ends_with_the_failure() {
     assert_eq!(e.status(), Some(503));
     assert_eq!(e.attempts(), 1);
     assert_eq!(t.attempts(), 1);
-    assert_eq!(t.in_flight(), 0);
-    assert_eq!(t.open_bodies(), 0);
-    t.push([Step::status(200).body("ok")]);
+    script_follow_up(&t);
     assert_eq!(api.resource().await.unwrap(), "ok");
 }
 
@@ -143,7 +132,7 @@ async fn s13_retry_hook_error_on_retry() {
     let uses = Arc::new(AtomicUsize::new(0));
     let events = Arc::new(Mutex::new(Vec::new()));
     let (counter, seen) = (uses.clone(), events.clone());
-    let api = builder(&t)
+    let api = scripted_builder::<HookedClient>(&t)
         .on_retry(move |event: &RetryEvent<'_>| {
             seen.lock()
                 .unwrap()
@@ -179,7 +168,7 @@ async fn s13_retry_hook_error_middleware() {
     let clock = Clock::start();
     let uses = Arc::new(AtomicUsize::new(0));
     let counter = uses.clone();
-    let api = builder(&t)
+    let api = scripted_builder::<HookedClient>(&t)
         .middleware(move |_r: &mut HttpRequest| {
             if first_use(&counter) {
                 return Err(HookFailed("middleware").into());
@@ -209,7 +198,7 @@ async fn s13_retry_hook_error_predicate_panics() {
     ]);
     let clock = Clock::start();
     let counter = Arc::new(AtomicUsize::new(0));
-    let api = builder(&t)
+    let api = scripted_builder::<HookedClient>(&t)
         .retry_predicate(move |_e: &ApiError| {
             if first_use(&counter) {
                 panic!("predicate panicked");
@@ -241,7 +230,7 @@ async fn s13_retry_hook_error_on_retry_panics() {
     ]);
     let clock = Clock::start();
     let counter = Arc::new(AtomicUsize::new(0));
-    let api = builder(&t)
+    let api = scripted_builder::<HookedClient>(&t)
         .on_retry(move |_event: &RetryEvent<'_>| {
             if first_use(&counter) {
                 panic!("on_retry panicked");
@@ -270,7 +259,7 @@ async fn s13_retry_hook_error_middleware_panics() {
     let t = ScriptedTransport::new([]);
     let clock = Clock::start();
     let counter = Arc::new(AtomicUsize::new(0));
-    let api = builder(&t)
+    let api = scripted_builder::<HookedClient>(&t)
         .middleware(move |_r: &mut HttpRequest| {
             if first_use(&counter) {
                 panic!("middleware panicked");
@@ -301,7 +290,7 @@ async fn hook_failure_keeps_the_breaker_closed_for_the_next_call() {
     let t = ScriptedTransport::new([]);
     let fail = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let flag = fail.clone();
-    let api = builder(&t)
+    let api = scripted_builder::<HookedClient>(&t)
         .middleware(move |_r: &mut HttpRequest| {
             if flag.load(Ordering::SeqCst) {
                 return Err(HookFailed("middleware").into());

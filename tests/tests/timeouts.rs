@@ -6,10 +6,9 @@ use std::time::Duration;
 
 use resilient_api::testing::{ScriptedTransport, Step};
 use resilient_api::{
-    ApiError, CallOptions, CancellationToken, ErrorKind, Jitter, ResponseStream, TimeoutKind,
-    resilient_api,
+    ApiError, CallOptions, CancellationToken, ErrorKind, ResponseStream, TimeoutKind, resilient_api,
 };
-use tests::{Clock, ms};
+use tests::{Clock, assert_nothing_leaked, ms, script_follow_up, scripted};
 
 /// An attempt timeout, no retries, no total deadline.
 #[resilient_api(timeout(attempt = "100ms"), retry(max = 0))]
@@ -59,27 +58,11 @@ pub trait IdleStreams {
     async fn resource(&self) -> Result<String, ApiError>;
 }
 
-macro_rules! client {
-    ($client:ty, $t:expr) => {
-        <$client>::builder()
-            .base_url("https://example.test")
-            .transport($t.clone())
-            .jitter(Jitter::fixed(0.5))
-            .build()
-            .unwrap()
-    };
-}
-
-fn assert_clean(t: &ScriptedTransport) {
-    assert_eq!(t.in_flight(), 0, "attempts still in flight");
-    assert_eq!(t.open_bodies(), 0, "bodies still open");
-}
-
 #[tokio::test(start_paused = true)]
 async fn attempt_timeout_fires_exactly() {
     let t = ScriptedTransport::new([Step::status(200).body("late").delay(ms(150))]);
     let clock = Clock::start();
-    let api: QuickClient = client!(QuickClient, t);
+    let api = scripted::<QuickClient>(&t);
     let api2 = api.clone();
     let call = tokio::spawn(async move { api2.resource().await });
 
@@ -92,13 +75,13 @@ async fn attempt_timeout_fires_exactly() {
     assert_eq!(e.timeout(), Some(TimeoutKind::Attempt));
     assert_eq!(e.attempts(), 1);
     assert_eq!(t.attempts(), 1);
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(t.attempts(), 1);
     t.push([Step::status(200).body("ok")]);
     assert_eq!(api.resource().await.unwrap(), "ok");
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 }
 
 #[tokio::test(start_paused = true)]
@@ -106,7 +89,7 @@ async fn attempt_timeout_covers_the_body_read() {
     // Head at once, first chunk at t=50, second at t=150.
     let t = ScriptedTransport::new([Step::status(200).chunks([(ms(50), "slo"), (ms(100), "w")])]);
     let clock = Clock::start();
-    let api: QuickClient = client!(QuickClient, t);
+    let api = scripted::<QuickClient>(&t);
     let api2 = api.clone();
     let call = tokio::spawn(async move { api2.resource().await });
 
@@ -118,22 +101,21 @@ async fn attempt_timeout_covers_the_body_read() {
     assert_eq!(e.kind(), ErrorKind::AttemptTimeout);
     assert_eq!(e.timeout(), Some(TimeoutKind::Attempt));
     assert_eq!(t.attempts(), 1);
-    assert_clean(&t);
 
-    t.push([Step::status(200).body("ok")]);
+    script_follow_up(&t);
     assert_eq!(api.resource().await.unwrap(), "ok");
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 }
 
 #[tokio::test(start_paused = true)]
 async fn attempt_timeout_allows_a_body_that_ends_in_time() {
     let t = ScriptedTransport::new([Step::status(200).chunks([(ms(40), "in "), (ms(59), "time")])]);
     let clock = Clock::start();
-    let api: QuickClient = client!(QuickClient, t);
+    let api = scripted::<QuickClient>(&t);
 
     assert_eq!(api.resource().await.unwrap(), "in time");
     assert_eq!(clock.now_ms(), 99);
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 }
 
 #[tokio::test(start_paused = true)]
@@ -142,7 +124,7 @@ async fn total_deadline_fires_exactly() {
     // deadline at 250.
     let t = ScriptedTransport::new([Step::hang(), Step::hang(), Step::hang()]);
     let clock = Clock::start();
-    let api: BoundedClient = client!(BoundedClient, t);
+    let api = scripted::<BoundedClient>(&t);
     let api2 = api.clone();
     let call = tokio::spawn(async move { api2.resource().await });
 
@@ -155,20 +137,20 @@ async fn total_deadline_fires_exactly() {
     assert_eq!(e.timeout(), Some(TimeoutKind::Total));
     assert_eq!(e.attempts(), 3);
     assert_eq!(t.dispatch_times(), vec![ms(0), ms(120), ms(240)]);
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(t.attempts(), 3);
     t.push([Step::status(200).body("ok")]);
     assert_eq!(api.resource().await.unwrap(), "ok");
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 }
 
 #[tokio::test(start_paused = true)]
 async fn per_call_deadline_shorter_than_the_total_wins() {
     let t = ScriptedTransport::new([Step::hang()]);
     let clock = Clock::start();
-    let api: PatientClient = client!(PatientClient, t);
+    let api = scripted::<PatientClient>(&t);
     let quick = api.with_options(CallOptions::new().deadline(ms(100)));
     let call = tokio::spawn(async move { quick.resource().await });
 
@@ -179,11 +161,10 @@ async fn per_call_deadline_shorter_than_the_total_wins() {
     assert_eq!(e.kind(), ErrorKind::Deadline);
     assert_eq!(e.timeout(), Some(TimeoutKind::Total));
     assert_eq!(t.attempts(), 1);
-    assert_clean(&t);
 
-    t.push([Step::status(200).body("ok")]);
+    script_follow_up(&t);
     assert_eq!(api.resource().await.unwrap(), "ok");
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 }
 
 #[tokio::test(start_paused = true)]
@@ -191,21 +172,21 @@ async fn per_call_deadline_longer_than_the_total_does_not_extend_it() {
     // Attempt 1 times out at 1000, the retry goes at 1100, the trait's 1500 ms ends it.
     let t = ScriptedTransport::new([Step::hang(), Step::hang()]);
     let clock = Clock::start();
-    let api: PatientClient = client!(PatientClient, t);
+    let api = scripted::<PatientClient>(&t);
     let lenient = api.with_options(CallOptions::new().deadline(Duration::from_secs(5)));
 
     let e = lenient.resource().await.unwrap_err();
     assert_eq!(clock.now_ms(), 1500);
     assert_eq!(e.kind(), ErrorKind::Deadline);
     assert_eq!(t.dispatch_times(), vec![ms(0), ms(1100)]);
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 }
 
 #[tokio::test(start_paused = true)]
 async fn per_call_deadline_applies_without_a_trait_total() {
     let t = ScriptedTransport::new([Step::hang()]);
     let clock = Clock::start();
-    let api: QuickClient = client!(QuickClient, t);
+    let api = scripted::<QuickClient>(&t);
 
     let e = api
         .with_options(CallOptions::new().deadline(ms(60)))
@@ -215,14 +196,14 @@ async fn per_call_deadline_applies_without_a_trait_total() {
     assert_eq!(clock.now_ms(), 60);
     assert_eq!(e.kind(), ErrorKind::Deadline);
     assert_eq!(t.attempts(), 1);
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 }
 
 #[tokio::test(start_paused = true)]
 async fn token_cancel_settles_in_the_same_tick() {
     let t = ScriptedTransport::new([Step::hang()]);
     let clock = Clock::start();
-    let api: PatientClient = client!(PatientClient, t);
+    let api = scripted::<PatientClient>(&t);
     let token = CancellationToken::new();
     let cancellable = api.with_options(CallOptions::new().cancel_on(token.clone()));
     let call = tokio::spawn(async move { cancellable.resource().await });
@@ -236,20 +217,20 @@ async fn token_cancel_settles_in_the_same_tick() {
     assert_eq!(e.kind(), ErrorKind::Cancelled);
     assert_eq!(e.timeout(), None);
     assert_eq!(t.attempts(), 1);
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(t.attempts(), 1);
     t.push([Step::status(200).body("ok")]);
     assert_eq!(api.resource().await.unwrap(), "ok");
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 }
 
 #[tokio::test(start_paused = true)]
 async fn token_cancelled_before_the_call_sends_nothing() {
     let t = ScriptedTransport::new([]);
     let clock = Clock::start();
-    let api: PatientClient = client!(PatientClient, t);
+    let api = scripted::<PatientClient>(&t);
     let token = CancellationToken::new();
     token.cancel();
 
@@ -261,14 +242,14 @@ async fn token_cancelled_before_the_call_sends_nothing() {
     assert_eq!(clock.now_ms(), 0);
     assert_eq!(e.kind(), ErrorKind::Cancelled);
     assert_eq!(t.attempts(), 0);
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 }
 
 #[tokio::test(start_paused = true)]
 async fn dropping_the_call_aborts_the_in_flight_attempt() {
     let t = ScriptedTransport::new([Step::hang()]);
     let clock = Clock::start();
-    let api: PatientClient = client!(PatientClient, t);
+    let api = scripted::<PatientClient>(&t);
     let api2 = api.clone();
     let call = tokio::spawn(async move { api2.resource().await });
 
@@ -277,20 +258,20 @@ async fn dropping_the_call_aborts_the_in_flight_attempt() {
     call.abort();
     assert!(call.await.unwrap_err().is_cancelled());
     assert_eq!(clock.now_ms(), 30);
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(t.attempts(), 1);
     t.push([Step::status(200).body("ok")]);
     assert_eq!(api.resource().await.unwrap(), "ok");
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 }
 
 #[tokio::test(start_paused = true)]
 async fn dropping_the_call_in_select_aborts_the_in_flight_attempt() {
     let t = ScriptedTransport::new([Step::hang()]);
     let clock = Clock::start();
-    let api: PatientClient = client!(PatientClient, t);
+    let api = scripted::<PatientClient>(&t);
 
     tokio::select! {
         r = api.resource() => panic!("a hanging call ended: {r:?}"),
@@ -298,7 +279,7 @@ async fn dropping_the_call_in_select_aborts_the_in_flight_attempt() {
     }
     assert_eq!(clock.now_ms(), 30);
     assert_eq!(t.attempts(), 1);
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 }
 
 #[tokio::test(start_paused = true)]
@@ -308,7 +289,7 @@ async fn dropping_the_call_during_backoff_dispatches_nothing_more() {
         Step::status(200).body("ready"),
     ]);
     let clock = Clock::start();
-    let api: PatientClient = client!(PatientClient, t);
+    let api = scripted::<PatientClient>(&t);
 
     tokio::select! {
         r = api.resource() => panic!("the call ended during its backoff: {r:?}"),
@@ -317,11 +298,11 @@ async fn dropping_the_call_during_backoff_dispatches_nothing_more() {
     assert_eq!(clock.now_ms(), 50);
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(t.attempts(), 1);
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 
     assert_eq!(api.resource().await.unwrap(), "ready");
     assert_eq!(t.attempts(), 2);
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 }
 
 #[tokio::test(start_paused = true)]
@@ -334,7 +315,7 @@ async fn streamed_result_is_bounded_by_the_total_deadline() {
         (ms(30), "d"),
     ])]);
     let clock = Clock::start();
-    let api: StreamsClient = client!(StreamsClient, t);
+    let api = scripted::<StreamsClient>(&t);
 
     let mut body = api.download().await.unwrap();
     assert_eq!(clock.now_ms(), 0);
@@ -355,11 +336,10 @@ async fn streamed_result_is_bounded_by_the_total_deadline() {
     assert_eq!(e.kind(), ErrorKind::Deadline);
     assert_eq!(e.timeout(), Some(TimeoutKind::Total));
     drop(body);
-    assert_clean(&t);
 
-    t.push([Step::status(200).body("ok")]);
+    script_follow_up(&t);
     assert_eq!(api.resource().await.unwrap(), "ok");
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 }
 
 #[tokio::test(start_paused = true)]
@@ -367,7 +347,7 @@ async fn streamed_result_is_bounded_by_the_idle_limit() {
     // The first chunk at 20; the next would come at 120, but 50 ms of silence ends it.
     let t = ScriptedTransport::new([Step::status(200).chunks([(ms(20), "a"), (ms(100), "b")])]);
     let clock = Clock::start();
-    let api: IdleStreamsClient = client!(IdleStreamsClient, t);
+    let api = scripted::<IdleStreamsClient>(&t);
 
     let mut body = api.download().await.unwrap();
     assert_eq!(clock.now_ms(), 0);
@@ -378,11 +358,10 @@ async fn streamed_result_is_bounded_by_the_idle_limit() {
     assert_eq!(e.kind(), ErrorKind::AttemptTimeout);
     assert_eq!(e.timeout(), Some(TimeoutKind::Attempt));
     drop(body);
-    assert_clean(&t);
 
-    t.push([Step::status(200).body("ok")]);
+    script_follow_up(&t);
     assert_eq!(api.resource().await.unwrap(), "ok");
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 }
 
 #[tokio::test(start_paused = true)]
@@ -396,22 +375,22 @@ async fn streamed_result_reads_past_the_attempt_timeout_while_chunks_keep_coming
         (ms(40), "d"),
     ])]);
     let clock = Clock::start();
-    let api: IdleStreamsClient = client!(IdleStreamsClient, t);
+    let api = scripted::<IdleStreamsClient>(&t);
 
     let body = api.download().await.unwrap();
     assert_eq!(body.text().await.unwrap(), "abcd");
     assert_eq!(clock.now_ms(), 160);
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 }
 
 #[tokio::test(start_paused = true)]
 async fn dropping_a_streamed_result_closes_its_body() {
     let t = ScriptedTransport::new([Step::status(200).chunks([(ms(10), "a"), (ms(10), "b")])]);
-    let api: IdleStreamsClient = client!(IdleStreamsClient, t);
+    let api = scripted::<IdleStreamsClient>(&t);
 
     let mut body = api.download().await.unwrap();
     assert_eq!(body.chunk().await.unwrap().as_deref(), Some(&b"a"[..]));
     assert_eq!(t.open_bodies(), 1);
     drop(body);
-    assert_clean(&t);
+    assert_nothing_leaked(&t);
 }
