@@ -685,11 +685,18 @@ impl Call<'_> {
                 .policy
                 .attempt_timeout
                 .unwrap_or(Duration::from_secs(30));
-            let stream =
-                ResponseStream::new(status, headers, body, self.deadline, idle, limit, spec.name);
+            let stream = ResponseStream::new(
+                status,
+                headers.clone(),
+                body,
+                self.deadline,
+                idle,
+                limit,
+                spec.name,
+            );
             return Ok(RawResponse {
                 status: stream.status(),
-                headers: HeaderMap::new(),
+                headers,
                 body: RawBody::Streaming(stream),
                 endpoint: spec.name,
             });
