@@ -1,0 +1,109 @@
+//! Partitions: a method with its own policy gets its own compartment, and clients
+//! that share an engine share per-host state and the global bulkhead.
+
+use resilient_api::bulkhead::BulkheadConfig;
+use resilient_api::circuit_breaker::state::Phase;
+use resilient_api::testing::{ScriptedTransport, Step};
+use resilient_api::{ApiError, Engine, ErrorKind, resilient_api};
+use tests::{Clock, ms, settle, spawn_timed};
+
+/// Two endpoints on one host: `search` has a breaker of its own.
+#[resilient_api(
+    timeout(attempt = "1s"),
+    retry(max = 0),
+    breaker(failures = 1, reset = "1s")
+)]
+pub trait Shop {
+    #[get("/items")]
+    async fn items(&self) -> Result<String, ApiError>;
+
+    #[get("/search")]
+    #[breaker(failures = 1, reset = "1s")]
+    async fn search(&self) -> Result<String, ApiError>;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_method_with_its_own_breaker_trips_alone() {
+    let t = ScriptedTransport::new([Step::status(503), Step::status(200).body("items")]);
+    let api: ShopClient = tests::scripted(&t);
+    let e = api.search().await.expect_err("503");
+    assert_eq!(e.kind(), ErrorKind::Status);
+    // `search` is open now; `items` lives in the default partition, still closed.
+    let e = api.search().await.expect_err("refused");
+    assert_eq!(e.kind(), ErrorKind::CircuitOpen);
+    assert_eq!(t.attempts(), 1);
+    assert_eq!(api.items().await.expect("items is unaffected"), "items");
+    assert_eq!(api.circuit_state().phase, Phase::Closed);
+    assert_eq!(t.attempts(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn clients_sharing_an_engine_share_the_host_breaker() {
+    let t = ScriptedTransport::new([Step::status(503)]);
+    let engine = Engine::new();
+    let a: ShopClient = tests::scripted_builder(&t)
+        .engine(engine.clone())
+        .build()
+        .expect("builds");
+    let b: ShopClient = tests::scripted_builder(&t)
+        .engine(engine)
+        .build()
+        .expect("builds");
+    assert_eq!(a.items().await.expect_err("503").kind(), ErrorKind::Status);
+    // The breaker `a` tripped is the one `b` asks: refused without a dispatch.
+    assert_eq!(
+        b.items().await.expect_err("refused").kind(),
+        ErrorKind::CircuitOpen
+    );
+    assert_eq!(t.attempts(), 1);
+
+    // A client with an engine of its own does not share it.
+    t.push([Step::status(200).body("fresh")]);
+    let c: ShopClient = tests::scripted(&t);
+    assert_eq!(c.items().await.expect("own engine"), "fresh");
+}
+
+/// One endpoint with a generous bulkhead of its own.
+#[resilient_api(
+    timeout(attempt = "1s"),
+    retry(max = 0),
+    bulkhead(concurrency = 8, queue = 8)
+)]
+pub trait Slow {
+    #[get("/slow")]
+    async fn slow(&self) -> Result<String, ApiError>;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_global_bulkhead_limits_every_client_of_the_engine() {
+    let t = ScriptedTransport::new([
+        Step::status(200).body("a").delay(ms(100)),
+        Step::status(200).body("b").delay(ms(100)),
+    ]);
+    let engine = Engine::new().global_bulkhead(BulkheadConfig {
+        concurrency: 1,
+        queue: 0,
+    });
+    let a: SlowClient = tests::scripted_builder(&t)
+        .engine(engine.clone())
+        .build()
+        .expect("builds");
+    let b: SlowClient = tests::scripted_builder(&t)
+        .base_url("https://other.test")
+        .engine(engine)
+        .build()
+        .expect("builds");
+    let clock = Clock::start();
+    let first = spawn_timed(clock, async move { a.slow().await });
+    settle().await;
+    // `b` talks to another host, so its own bulkhead is empty, but the global one is full.
+    let e = b.slow().await.expect_err("global limit");
+    assert_eq!(e.kind(), ErrorKind::BulkheadFull);
+    assert_eq!(clock.now_ms(), 0);
+    let (r, at) = first.await.expect("joins");
+    assert_eq!(r.expect("a is served"), "a");
+    assert_eq!(at, 100);
+    assert_eq!(b.slow().await.expect("the global slot is back"), "b");
+    assert_eq!(t.attempts(), 2);
+    tests::assert_nothing_leaked(&t);
+}
