@@ -1,0 +1,308 @@
+//! The policy engine's own cost, without a network: calls per second with every
+//! policy on, on one and on two worker threads, and the cost of a call refused by an
+//! open breaker.
+//!
+//! The transport answers at once with a fixed body. The scripted transport of
+//! `resilient_api::testing` would add its own cost (it keeps a script and records
+//! every request), so this one does nothing but box a ready future.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+use resilient_api::circuit_breaker::state::Phase;
+use resilient_api::transport::{HttpRequest, HttpResponse, ResponseBody, SendFuture, Transport};
+use resilient_api::{ApiError, ErrorKind, resilient_api};
+use tokio::runtime::Runtime;
+use tokio::task::JoinSet;
+
+use crate::loopback::cpu_time;
+use crate::server::{BODY, Item};
+use crate::{BoxError, Row, Scale, median};
+
+/// Every policy on: retries, retry budget (the builder's default), circuit breaker,
+/// bulkhead, a rate limit too high to ever wait, attempt and total timeouts.
+#[resilient_api(
+    timeout(attempt = "5s", total = "10s"),
+    retry(max = 2),
+    breaker(failures = 5, reset = "30s"),
+    bulkhead(concurrency = 64, queue = 256),
+    rate_limit(per_second = 1000000000)
+)]
+pub trait Everything {
+    /// `GET /item`.
+    #[get("/item")]
+    async fn item(&self) -> Result<Item, ApiError>;
+}
+
+/// A breaker that opens on the first failure and stays open for an hour.
+#[resilient_api(
+    timeout(attempt = "5s", total = "10s"),
+    retry(max = 0),
+    breaker(failures = 1, reset = "1h")
+)]
+pub trait Tripped {
+    /// `GET /item`.
+    #[get("/item")]
+    async fn item(&self) -> Result<Item, ApiError>;
+}
+
+/// Answers every request at once: `status` with the small JSON body.
+#[derive(Clone, Copy, Debug)]
+pub struct Immediate {
+    status: StatusCode,
+}
+
+impl Transport for Immediate {
+    fn send(&self, _request: HttpRequest) -> SendFuture {
+        let status = self.status;
+        Box::pin(async move {
+            Ok(HttpResponse {
+                status,
+                headers: HeaderMap::new(),
+                body: ResponseBody::full(Bytes::from_static(BODY)),
+            })
+        })
+    }
+}
+
+/// A client with every policy on, over a transport that answers 200 at once.
+pub fn everything() -> Result<EverythingClient, BoxError> {
+    Ok(EverythingClient::builder()
+        .base_url("http://engine.test")
+        .transport(Immediate {
+            status: StatusCode::OK,
+        })
+        .build()?)
+}
+
+/// One call, its result checked and dropped.
+pub async fn call(client: &EverythingClient) -> Result<(), BoxError> {
+    black_box(client.item().await?);
+    Ok(())
+}
+
+/// What the tasks of a throughput round do.
+#[derive(Clone, Debug)]
+enum Work {
+    /// Calls with every policy on.
+    Calls(EverythingClient),
+    /// The control: decoding the body 20 times, about as long as a call and sharing
+    /// nothing between threads, shows how much a second worker gives on this machine.
+    Control,
+}
+
+impl Work {
+    async fn once(&self) -> Result<(), BoxError> {
+        match self {
+            Work::Calls(client) => call(client).await,
+            Work::Control => {
+                // About as long as one call, so both rounds have the same shape.
+                for _ in 0..20 {
+                    black_box(serde_json::from_slice::<Item>(black_box(BODY))?);
+                }
+                tokio::task::consume_budget().await;
+                Ok(())
+            }
+        }
+    }
+}
+
+/// One throughput round: units per second, and CPU-µs per unit (whole process).
+#[derive(Clone, Copy, Debug)]
+struct Rate {
+    per_sec: f64,
+    cpu_us: f64,
+}
+
+/// `calls` units of `work` split over `tasks` tasks on `rt`.
+fn per_sec(rt: &Runtime, work: &Work, tasks: usize, calls: usize) -> Result<Rate, BoxError> {
+    let per_task = calls / tasks;
+    let cpu_before = cpu_time()?;
+    let started = Instant::now();
+    rt.block_on(async {
+        let mut set = JoinSet::new();
+        for _ in 0..tasks {
+            let work = work.clone();
+            set.spawn(async move {
+                for _ in 0..per_task {
+                    work.once().await?;
+                }
+                Ok::<_, BoxError>(())
+            });
+        }
+        while let Some(done) = set.join_next().await {
+            done??;
+        }
+        Ok::<_, BoxError>(())
+    })?;
+    let wall = started.elapsed();
+    let cpu = cpu_time()? - cpu_before;
+    let n = (per_task * tasks) as f64;
+    Ok(Rate {
+        per_sec: n / wall.as_secs_f64(),
+        cpu_us: cpu.as_secs_f64() * 1e6 / n,
+    })
+}
+
+/// Rates on one and on two workers, from alternating rounds.
+#[derive(Debug, Default)]
+struct Scaling {
+    one: Vec<Rate>,
+    two: Vec<Rate>,
+}
+
+impl Scaling {
+    fn round(
+        &mut self,
+        rts: [&Runtime; 2],
+        work: &Work,
+        tasks: usize,
+        calls: usize,
+        r: usize,
+    ) -> Result<(), BoxError> {
+        // Which runtime goes first alternates from round to round.
+        let (a, b) = if r.is_multiple_of(2) {
+            let a = per_sec(rts[0], work, tasks, calls)?;
+            (a, per_sec(rts[1], work, tasks, calls)?)
+        } else {
+            let b = per_sec(rts[1], work, tasks, calls)?;
+            (per_sec(rts[0], work, tasks, calls)?, b)
+        };
+        self.one.push(a);
+        self.two.push(b);
+        Ok(())
+    }
+
+    /// The median of `f` on one worker.
+    fn one(&self, f: fn(&Rate) -> f64) -> f64 {
+        median(&self.one.iter().map(f).collect::<Vec<_>>())
+    }
+
+    /// The median of `f` on two workers.
+    fn two(&self, f: fn(&Rate) -> f64) -> f64 {
+        median(&self.two.iter().map(f).collect::<Vec<_>>())
+    }
+
+    /// The median of the per-round ratios of `f`, two workers over one.
+    fn ratio(&self, f: fn(&Rate) -> f64) -> f64 {
+        let per_round: Vec<f64> = self
+            .two
+            .iter()
+            .zip(&self.one)
+            .map(|(b, a)| f(b) / f(a))
+            .collect();
+        median(&per_round)
+    }
+}
+
+fn workers(n: usize) -> Result<Runtime, BoxError> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(n)
+        .enable_all()
+        .build()?)
+}
+
+/// Section 2.
+pub fn run(scale: Scale) -> Result<Vec<Row>, BoxError> {
+    println!("\n== 2. engine cost without network ==");
+    let client = everything()?;
+    let (one, two) = (workers(1)?, workers(2)?);
+    // Four tasks on either runtime: the same work, spread over one or two threads.
+    let tasks = 4;
+    let calls = scale.pick(400_000, 400);
+    let rounds = scale.pick(9, 1);
+    let (engine, control) = (Work::Calls(client), Work::Control);
+    for work in [&engine, &control] {
+        per_sec(&one, work, tasks, calls / 4)?;
+        per_sec(&two, work, tasks, calls / 4)?;
+    }
+    let (mut calls_scaling, mut control_scaling) = (Scaling::default(), Scaling::default());
+    for r in 0..rounds {
+        calls_scaling.round([&one, &two], &engine, tasks, calls, r)?;
+        control_scaling.round([&one, &two], &control, tasks, calls, r)?;
+    }
+    let (one_rate, two_rate) = (
+        calls_scaling.one(|r| r.per_sec),
+        calls_scaling.two(|r| r.per_sec),
+    );
+    let scaling = calls_scaling.ratio(|r| r.per_sec);
+    let cpu_ratio = calls_scaling.ratio(|r| r.cpu_us);
+    let control = control_scaling.ratio(|r| r.per_sec);
+    let control_cpu = control_scaling.ratio(|r| r.cpu_us);
+    let us_per_call = 1e6 / one_rate;
+    println!(
+        "every policy on, {calls} calls per round by {tasks} tasks, {rounds} rounds: \
+         1 worker {one_rate:.0}/s ({us_per_call:.2} µs/call), 2 workers {two_rate:.0}/s ({scaling:.2}×); \
+         CPU per call {cpu_ratio:.2}×; control (decoding only) {control:.2}×, CPU per unit {control_cpu:.2}×"
+    );
+    drop((one, two));
+
+    let refused_ns = refused_call_ns(scale)?;
+    println!("a call refused by an open breaker: {refused_ns:.0} ns");
+    Ok(vec![
+        Row::target(
+            "engine: µs/call, every policy on, 1 worker",
+            format!("{us_per_call:.2} ({one_rate:.0} calls/s)"),
+            "≈ 1 (≤ 1.5)",
+            us_per_call <= 1.5,
+        ),
+        Row::target(
+            "engine: 2 workers / 1 worker",
+            format!("{scaling:.2}× ({two_rate:.0} calls/s)"),
+            "≥ 1.7×",
+            scaling >= 1.7,
+        ),
+        Row::context(
+            "engine: control, decoding only, 2 workers / 1",
+            format!("{control:.2}× (what this machine gives)"),
+        ),
+        Row::target(
+            "engine: call refused by an open breaker",
+            format!("{:.3} µs", refused_ns / 1e3),
+            "well under 1 µs (≤ 0.5)",
+            refused_ns <= 500.0,
+        ),
+    ])
+}
+
+/// Trip a breaker (`failures = 1`, `reset = "1h"`) with a failing call, then time
+/// calls it refuses; nanoseconds per refused call.
+fn refused_call_ns(scale: Scale) -> Result<f64, BoxError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let client = TrippedClient::builder()
+        .base_url("http://engine.test")
+        .transport(Immediate {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+        })
+        .build()?;
+    let tripped: Result<(), BoxError> = rt.block_on(async {
+        match client.item().await {
+            Err(e) if e.kind() == ErrorKind::Status => {}
+            other => return Err(format!("the tripping call ended with {other:?}").into()),
+        }
+        if client.circuit_state().phase != Phase::Open {
+            return Err("the breaker did not open".into());
+        }
+        match client.item().await {
+            Err(e) if e.kind() == ErrorKind::CircuitOpen => Ok(()),
+            other => Err(format!("a call on an open breaker ended with {other:?}").into()),
+        }
+    });
+    tripped?;
+    let n = scale.pick(200_000, 200);
+    let mut samples = Vec::new();
+    for _ in 0..scale.pick(7, 1) {
+        let started = Instant::now();
+        rt.block_on(async {
+            for _ in 0..n {
+                black_box(client.item().await.err());
+            }
+        });
+        samples.push(started.elapsed().as_nanos() as f64 / n as f64);
+    }
+    Ok(median(&samples))
+}

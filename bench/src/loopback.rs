@@ -1,0 +1,308 @@
+//! Overhead over loopback: the generated client against the same request written by
+//! hand with reqwest, and against reqwest-middleware + reqwest-retry.
+//!
+//! The three contenders share one `reqwest::Client` (so one configuration and one
+//! pool of kept-alive connections) and decode the same JSON into the same type. The
+//! client runs on a current-thread runtime, pinned to core 0; the server runs in its
+//! own process on core 1. Each round is a closed loop of a fixed number of requests
+//! by 1 or 64 tasks; rounds alternate between contenders (with the starting
+//! contender rotating), and the figures are medians over rounds. The ratios are
+//! medians of the per-round ratios, which cancels drift between rounds.
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use reqwest_middleware::ClientWithMiddleware;
+use reqwest_retry::RetryTransientMiddleware;
+use reqwest_retry::policies::ExponentialBackoff;
+use resilient_api::{ApiError, resilient_api};
+use tokio::runtime::Runtime;
+use tokio::task::JoinSet;
+
+use crate::server::{Item, Pinning, Server};
+use crate::{BoxError, Row, Scale, median, quantile};
+
+/// The loopback server's one resource, with the default policies on: retries,
+/// retry budget, circuit breaker, bulkhead, attempt and total timeouts.
+#[resilient_api(timeout(attempt = "5s", total = "10s"), retry(max = 2))]
+pub trait Items {
+    /// `GET /item`.
+    #[get("/item")]
+    async fn item(&self) -> Result<Item, ApiError>;
+}
+
+/// Who makes the request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Contender {
+    /// (a) reqwest by hand: send, check the status, decode the JSON.
+    Raw,
+    /// (b) the generated client with its default policies.
+    Generated,
+    /// (c) reqwest-middleware with reqwest-retry's exponential backoff, 2 retries.
+    Middleware,
+}
+
+/// In table order.
+pub const CONTENDERS: [Contender; 3] =
+    [Contender::Raw, Contender::Generated, Contender::Middleware];
+
+impl Contender {
+    /// Short name for the tables.
+    pub fn label(self) -> &'static str {
+        match self {
+            Contender::Raw => "(a) raw reqwest",
+            Contender::Generated => "(b) generated",
+            Contender::Middleware => "(c) reqwest-middleware",
+        }
+    }
+}
+
+/// The three clients, built over one `reqwest::Client`.
+pub struct Clients {
+    url: reqwest::Url,
+    raw: reqwest::Client,
+    generated: ItemsClient,
+    middleware: ClientWithMiddleware,
+}
+
+impl Clients {
+    /// Clients for `base` (`http://127.0.0.1:<port>`).
+    pub fn new(base: &str) -> Result<Clients, BoxError> {
+        // Redirects off: the generated client follows them itself.
+        let raw = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()?;
+        let generated = ItemsClient::builder()
+            .base_url(base)
+            .reqwest_client(raw.clone())
+            .build()?;
+        let retry = ExponentialBackoff::builder().build_with_max_retries(2);
+        let middleware = reqwest_middleware::ClientBuilder::new(raw.clone())
+            .with(RetryTransientMiddleware::new_with_policy(retry))
+            .build();
+        Ok(Clients {
+            url: reqwest::Url::parse(&format!("{base}/item"))?,
+            raw,
+            generated,
+            middleware,
+        })
+    }
+
+    /// One request by `who`.
+    pub async fn call(&self, who: Contender) -> Result<Item, BoxError> {
+        match who {
+            Contender::Raw => {
+                let response = self.raw.get(self.url.clone()).send().await?;
+                if !response.status().is_success() {
+                    return Err(format!("status {}", response.status()).into());
+                }
+                Ok(response.json::<Item>().await?)
+            }
+            Contender::Generated => Ok(self.generated.item().await?),
+            Contender::Middleware => {
+                let response = self.middleware.get(self.url.clone()).send().await?;
+                if !response.status().is_success() {
+                    return Err(format!("status {}", response.status()).into());
+                }
+                Ok(response.json::<Item>().await?)
+            }
+        }
+    }
+}
+
+/// The client's CPU time so far: user + system, every thread (`getrusage(RUSAGE_SELF)`).
+pub fn cpu_time() -> Result<Duration, BoxError> {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let usage = getrusage(UsageWho::RUSAGE_SELF)?;
+    let micros = |t: nix::sys::time::TimeVal| {
+        let us = t.tv_sec() as i128 * 1_000_000 + i128::from(t.tv_usec());
+        Duration::from_micros(u64::try_from(us).unwrap_or(0))
+    };
+    Ok(micros(usage.user_time()) + micros(usage.system_time()))
+}
+
+/// One round's figures.
+#[derive(Clone, Copy, Debug, Default)]
+struct Sample {
+    cpu_us: f64,
+    per_sec: f64,
+    p50_us: f64,
+    p99_us: f64,
+}
+
+/// A closed loop of `requests` requests by `concurrency` tasks; the latency of each.
+pub async fn closed_loop(
+    clients: Arc<Clients>,
+    who: Contender,
+    concurrency: usize,
+    requests: usize,
+) -> Result<Vec<u64>, BoxError> {
+    let left = Arc::new(AtomicUsize::new(requests));
+    if concurrency <= 1 {
+        return worker(&clients, who, &left, requests).await;
+    }
+    let mut tasks = JoinSet::new();
+    for _ in 0..concurrency {
+        let clients = clients.clone();
+        let left = left.clone();
+        let share = requests / concurrency + 1;
+        tasks.spawn(async move { worker(&clients, who, &left, share).await });
+    }
+    let mut all = Vec::with_capacity(requests);
+    while let Some(done) = tasks.join_next().await {
+        all.extend(done??);
+    }
+    Ok(all)
+}
+
+async fn worker(
+    clients: &Clients,
+    who: Contender,
+    left: &AtomicUsize,
+    capacity: usize,
+) -> Result<Vec<u64>, BoxError> {
+    let mut latencies = Vec::with_capacity(capacity);
+    while left
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+        .is_ok()
+    {
+        let started = Instant::now();
+        let item = clients.call(who).await?;
+        black_box(item);
+        latencies.push(u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX));
+    }
+    Ok(latencies)
+}
+
+fn round(
+    rt: &Runtime,
+    clients: &Arc<Clients>,
+    who: Contender,
+    concurrency: usize,
+    requests: usize,
+) -> Result<Sample, BoxError> {
+    let cpu_before = cpu_time()?;
+    let started = Instant::now();
+    let mut latencies = rt.block_on(closed_loop(clients.clone(), who, concurrency, requests))?;
+    let wall = started.elapsed();
+    let cpu = cpu_time()? - cpu_before;
+    latencies.sort_unstable();
+    let n = latencies.len().max(1) as f64;
+    Ok(Sample {
+        cpu_us: cpu.as_secs_f64() * 1e6 / n,
+        per_sec: n / wall.as_secs_f64(),
+        p50_us: quantile(&latencies, 0.50) as f64 / 1e3,
+        p99_us: quantile(&latencies, 0.99) as f64 / 1e3,
+    })
+}
+
+/// Section 1: CPU per request, throughput and latency of (a), (b) and (c).
+pub fn run(scale: Scale, server: &Server) -> Result<Vec<Row>, BoxError> {
+    println!("\n== 1. overhead over loopback ==");
+    let placement = match server.pinning() {
+        Pinning::Pinned => "client on core 0, server on core 1 (taskset)".to_owned(),
+        Pinning::Unpinned(why) => format!("unpinned ({why})"),
+    };
+    println!("{placement}");
+    let _pin = server.pin_client();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let clients = Arc::new(Clients::new(&server.base_url())?);
+    let first = rt.block_on(clients.call(Contender::Generated))?;
+    if first.id != 42 || first.name != "resilient" {
+        return Err(format!("the generated client decoded {first:?}").into());
+    }
+
+    let rounds = scale.pick(11, 1);
+    let mut rows = vec![Row::context("loopback placement", placement)];
+    for concurrency in [1usize, 64] {
+        let requests = scale.pick(if concurrency == 1 { 10_000 } else { 40_000 }, 200);
+        // Warm-up: every connection opened, every code path touched.
+        for who in CONTENDERS {
+            rt.block_on(closed_loop(clients.clone(), who, concurrency, requests / 4))?;
+        }
+        let mut samples: [Vec<Sample>; 3] = Default::default();
+        for r in 0..rounds {
+            for k in 0..CONTENDERS.len() {
+                let i = (r + k) % CONTENDERS.len();
+                samples[i].push(round(&rt, &clients, CONTENDERS[i], concurrency, requests)?);
+            }
+        }
+        rows.extend(report(concurrency, requests, &samples));
+    }
+    Ok(rows)
+}
+
+fn report(concurrency: usize, requests: usize, samples: &[Vec<Sample>; 3]) -> Vec<Row> {
+    let med =
+        |i: usize, f: fn(&Sample) -> f64| median(&samples[i].iter().map(f).collect::<Vec<_>>());
+    // Medians of per-round ratios: round r of one contender ran next to round r of the other.
+    let ratio = |num: usize, den: usize, f: fn(&Sample) -> f64| {
+        let per_round: Vec<f64> = samples[num]
+            .iter()
+            .zip(&samples[den])
+            .map(|(n, d)| f(n) / f(d))
+            .collect();
+        median(&per_round)
+    };
+    println!(
+        "concurrency {concurrency}, {requests} requests per round, {} rounds (medians):",
+        samples[0].len()
+    );
+    println!(
+        "  {:<24} {:>10} {:>10} {:>9} {:>9}",
+        "contender", "CPU-µs/req", "req/s", "p50 µs", "p99 µs"
+    );
+    for (i, who) in CONTENDERS.iter().enumerate() {
+        println!(
+            "  {:<24} {:>10.2} {:>10.0} {:>9.1} {:>9.1}",
+            who.label(),
+            med(i, |s| s.cpu_us),
+            med(i, |s| s.per_sec),
+            med(i, |s| s.p50_us),
+            med(i, |s| s.p99_us),
+        );
+    }
+    let (a, b, c) = (0, 1, 2);
+    let cpu_ba = ratio(b, a, |s| s.cpu_us);
+    let tput_ba = ratio(b, a, |s| s.per_sec);
+    let cpu_bc = ratio(b, c, |s| s.cpu_us);
+    let tput_bc = ratio(b, c, |s| s.per_sec);
+    let us = |i: usize| med(i, |s| s.cpu_us);
+    let rps = |i: usize| med(i, |s| s.per_sec);
+    let lat = |i: usize| format!("{:.0}/{:.0}", med(i, |s| s.p50_us), med(i, |s| s.p99_us));
+    let c_ = concurrency;
+    vec![
+        Row::target(
+            format!("c={c_}: CPU-µs/req (b)/(a)"),
+            format!("{cpu_ba:.3} ({:.1} vs {:.1} µs)", us(b), us(a)),
+            "≤ 1.05",
+            cpu_ba <= 1.05,
+        ),
+        Row::target(
+            format!("c={c_}: throughput (b)/(a)"),
+            format!("{tput_ba:.3} ({:.0} vs {:.0}/s)", rps(b), rps(a)),
+            "≥ 0.97",
+            tput_ba >= 0.97,
+        ),
+        Row::target(
+            format!("c={c_}: CPU-µs/req (b)/(c)"),
+            format!("{cpu_bc:.3} ({:.1} vs {:.1} µs)", us(b), us(c)),
+            "< 1",
+            cpu_bc < 1.0,
+        ),
+        Row::target(
+            format!("c={c_}: throughput (b)/(c)"),
+            format!("{tput_bc:.3} ({:.0} vs {:.0}/s)", rps(b), rps(c)),
+            "> 1",
+            tput_bc > 1.0,
+        ),
+        Row::context(
+            format!("c={c_}: p50/p99 µs (a; b; c)"),
+            format!("{}; {}; {}", lat(a), lat(b), lat(c)),
+        ),
+    ]
+}
