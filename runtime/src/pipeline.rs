@@ -135,6 +135,10 @@ pub(crate) async fn execute(
     }
 
     let start = Instant::now();
+    // An open breaker refuses before anything is built, queued or armed.
+    if let Err(r) = ep.partition.breaker.check(start) {
+        return Err(finish(circuit_open(r.until)));
+    }
     let total = match (spec.policy.total_timeout, handle.options.deadline) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
@@ -160,30 +164,29 @@ pub(crate) async fn execute(
         && spec.idempotent
         && !streaming
         && !matches!(body, RequestBody::Stream(_));
-    let work = async {
-        if coalesce {
-            crate::coalesce::join(&handle.inner, spec.index, prepared, &attempts).await
-        } else {
-            call.run(prepared, body).await
-        }
-    };
     let cancel = handle.options.cancel.as_ref();
-    let result = async {
-        tokio::select! {
-            biased;
-            () = async { match cancel { Some(t) => t.cancelled().await, None => std::future::pending().await } } => {
-                Err(ApiError::new(ErrorKind::Cancelled))
-            }
-            () = async { match deadline { Some(d) => sleep_until(d).await, None => std::future::pending().await } } => {
-                Err(ApiError::new(ErrorKind::Deadline).with_message(format!(
-                    "the call's deadline of {:?} passed", total.unwrap_or_default()
-                )))
-            }
-            r = work => r,
+    // The work is built inside `select!` so it is stored once in this future, not
+    // once as a local and again in the select.
+    let result = tokio::select! {
+        biased;
+        () = async { match cancel { Some(t) => t.cancelled().await, None => std::future::pending().await } } => {
+            Err(ApiError::new(ErrorKind::Cancelled))
         }
-    }
-    .instrument(span.clone())
-    .await;
+        () = async { match deadline { Some(d) => sleep_until(d).await, None => std::future::pending().await } } => {
+            Err(ApiError::new(ErrorKind::Deadline).with_message(format!(
+                "the call's deadline of {:?} passed", total.unwrap_or_default()
+            )))
+        }
+        r = async {
+            if coalesce {
+                // Boxed: the rare path should not grow every call's future.
+                Box::pin(crate::coalesce::join(&handle.inner, spec.index, prepared, &attempts)).await
+            } else {
+                call.run(prepared, body).await
+            }
+        }
+        .instrument(span.clone()) => r,
+    };
     let partition = ep.partition.name.as_str();
     crate::observe::metrics_impl::call(
         spec.name,
@@ -214,20 +217,36 @@ pub(crate) async fn execute(
 fn prepare(inner: &ClientInner, ep: &EndpointRuntime, request: &mut RequestBuilder) -> Prepared {
     let spec = ep.spec;
     let mut url = inner.base.clone();
-    let path = request.render_path();
-    let mut full = String::with_capacity(inner.base_path.len() + path.len());
-    full.push_str(&inner.base_path);
-    full.push_str(&path);
-    url.set_path(&full);
+    let mut path = String::with_capacity(inner.base_path.len() + spec.template.len() + 16);
+    path.push_str(&inner.base_path);
+    request.render_path_into(&mut path);
+    url.set_path(&path);
     if !request.query.is_empty() {
         url.set_query(Some(&request.query));
     }
-    let mut headers = inner.headers.clone();
-    for (name, value) in std::mem::take(&mut request.headers) {
-        if let Some(name) = name {
-            headers.insert(name, value);
+    let call_headers = std::mem::take(&mut request.headers);
+    let mut headers = if inner.headers.is_empty() {
+        call_headers
+    } else {
+        let mut headers = inner.headers.clone();
+        // A call's header replaces a client-wide one of the same name; repeated
+        // values of one call header are all kept.
+        let mut last: Option<http::HeaderName> = None;
+        for (name, value) in call_headers {
+            match name {
+                Some(name) => {
+                    headers.insert(name.clone(), value);
+                    last = Some(name);
+                }
+                None => {
+                    if let Some(name) = &last {
+                        headers.append(name, value);
+                    }
+                }
+            }
         }
-    }
+        headers
+    };
     if let Some(key_header) = spec.idempotency_key
         && !headers
             .keys()
@@ -289,7 +308,8 @@ impl Call<'_> {
             let first = self.attempts.load(Ordering::Relaxed) + 1;
             let result = match spec.policy.hedge {
                 Some(h) if spec.idempotent && replayable => {
-                    self.hedged_round(&prepared, h, first).await
+                    // Boxed: the rare path should not grow every call's future.
+                    Box::pin(self.hedged_round(&prepared, h, first)).await
                 }
                 _ => self.attempt(&prepared, stream_body.take(), first - 1).await,
             };
@@ -548,8 +568,10 @@ impl Call<'_> {
         let spec = self.ep.spec;
         let mut request = first;
         let mut hops = 0u32;
+        // The URL of the request in flight: the prepared one until a redirect.
+        let mut hop_url: Option<Url> = None;
+        let mut crossed = false;
         let response = loop {
-            let url = request.url.clone();
             let method = request.method.clone();
             let was_stream = matches!(request.body, RequestBody::Stream(_));
             let response = self
@@ -561,7 +583,8 @@ impl Call<'_> {
             if !response.status.is_redirection() || self.inner.max_redirects == 0 {
                 break response;
             }
-            let Some(next) = redirect_target(&url, &response.headers) else {
+            let url = hop_url.as_ref().unwrap_or(&prepared.url);
+            let Some(next) = redirect_target(url, &response.headers) else {
                 break response;
             };
             hops += 1;
@@ -590,8 +613,11 @@ impl Call<'_> {
                     ),
                 ));
             }
+            // Once a redirect has left the origin, credentials stay dropped, even if a
+            // later hop comes back.
+            crossed |= url.origin() != next.origin();
             let mut headers = prepared.headers.clone();
-            if url.origin() != next.origin() {
+            if crossed {
                 strip_credentials(&mut headers, spec.secrets);
             }
             let (method, body) = if keep_method || method == Method::GET || method == Method::HEAD {
@@ -614,6 +640,7 @@ impl Call<'_> {
                 (Method::GET, RequestBody::Empty)
             };
             tracing::debug!(hop = hops, "following redirect");
+            hop_url = Some(next.clone());
             request = HttpRequest {
                 method,
                 url: next,

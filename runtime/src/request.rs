@@ -427,9 +427,8 @@ impl RequestBuilder {
         self.body = RequestBody::Bytes(bytes);
     }
 
-    /// The path with every parameter filled in (no base URL, no query).
-    pub(crate) fn render_path(&self) -> String {
-        let mut out = String::with_capacity(self.spec.template.len() + 16);
+    /// Append the path with every parameter filled in (no base URL, no query).
+    pub(crate) fn render_path_into(&self, out: &mut String) {
         for part in self.spec.path {
             match part {
                 PathPart::Lit(s) => out.push_str(s),
@@ -440,7 +439,6 @@ impl RequestBuilder {
                 }
             }
         }
-        out
     }
 }
 

@@ -254,18 +254,19 @@ pub mod decode {
             return true;
         };
         let Ok(ct) = ct.to_str() else { return false };
-        let essence = ct
-            .split(';')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_ascii_lowercase();
+        let essence = ct.split(';').next().unwrap_or("").trim();
+        let is = |m: &str| essence.eq_ignore_ascii_case(m);
+        let suffix_json = essence
+            .len()
+            .checked_sub(5)
+            .and_then(|at| essence.get(at..))
+            .is_some_and(|tail| tail.eq_ignore_ascii_case("+json"));
         essence.is_empty()
-            || essence == "application/json"
-            || essence.ends_with("+json")
-            || essence == "text/json"
-            || essence == "text/plain"
-            || essence == "application/octet-stream"
+            || is("application/json")
+            || suffix_json
+            || is("text/json")
+            || is("text/plain")
+            || is("application/octet-stream")
     }
 
     /// JSON into `T`.

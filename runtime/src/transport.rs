@@ -96,6 +96,9 @@ pub struct ResponseBody {
 enum BodyInner {
     Full(Option<Bytes>),
     Stream(Pin<Box<dyn Stream<Item = Result<Bytes, TransportError>> + Send>>),
+    /// reqwest's own body, polled in place: no extra box per response.
+    #[cfg(feature = "reqwest")]
+    Reqwest(reqwest::Body),
 }
 
 impl ResponseBody {
@@ -131,6 +134,20 @@ impl Stream for ResponseBody {
         match &mut self.get_mut().inner {
             BodyInner::Full(b) => Poll::Ready(b.take().filter(|b| !b.is_empty()).map(Ok)),
             BodyInner::Stream(s) => s.as_mut().poll_next(cx),
+            #[cfg(feature = "reqwest")]
+            BodyInner::Reqwest(body) => loop {
+                use http_body::Body as _;
+                match std::task::ready!(Pin::new(&mut *body).poll_frame(cx)) {
+                    None => return Poll::Ready(None),
+                    Some(Err(e)) => return Poll::Ready(Some(Err(reqwest_transport::classify(e)))),
+                    Some(Ok(frame)) => {
+                        // Trailers carry no body bytes.
+                        if let Ok(data) = frame.into_data() {
+                            return Poll::Ready(Some(Ok(data)));
+                        }
+                    }
+                }
+            },
         }
     }
 }
@@ -144,6 +161,8 @@ impl fmt::Debug for ResponseBody {
                 b.as_ref().map_or(0, Bytes::len)
             ),
             BodyInner::Stream(_) => f.write_str("ResponseBody(stream)"),
+            #[cfg(feature = "reqwest")]
+            BodyInner::Reqwest(_) => f.write_str("ResponseBody(reqwest)"),
         }
     }
 }
@@ -216,7 +235,6 @@ pub use self::reqwest_transport::ReqwestTransport;
 #[cfg(feature = "reqwest")]
 mod reqwest_transport {
     use super::*;
-    use futures_util::StreamExt;
 
     /// The default transport: one `reqwest::Client` (one connection pool) per client.
     #[derive(Clone, Debug)]
@@ -239,7 +257,7 @@ mod reqwest_transport {
         }
     }
 
-    fn classify(e: reqwest::Error) -> TransportError {
+    pub(super) fn classify(e: reqwest::Error) -> TransportError {
         // reqwest's error holds the URL, query string included, and with it any
         // secret query parameter: never let it reach a log.
         let e = e.without_url();
@@ -265,13 +283,13 @@ mod reqwest_transport {
             };
             Box::pin(async move {
                 let response = builder.send().await.map_err(classify)?;
-                let status = response.status();
-                let headers = response.headers().clone();
-                let body = response.bytes_stream().map(|r| r.map_err(classify));
+                let (head, body) = http::Response::from(response).into_parts();
                 Ok(HttpResponse {
-                    status,
-                    headers,
-                    body: ResponseBody::stream(body),
+                    status: head.status,
+                    headers: head.headers,
+                    body: ResponseBody {
+                        inner: BodyInner::Reqwest(body),
+                    },
                 })
             })
         }
