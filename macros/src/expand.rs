@@ -493,9 +493,10 @@ fn endpoint_method(api: &Api, e: &Endpoint, docs: &[TokenStream]) -> TokenStream
         Some((ty, d)) => {
             let d = decoder(ra, d);
             let call = respan(quote!(#pv::Handle::call::<#d>), ty.span());
-            quote_spanned!(ty.span()=> async move { #call(#handle, #req).await })
+            // The call's own future, returned as it is: no wrapping block to move.
+            quote_spanned!(ty.span()=> #call(#handle, #req))
         }
-        None => quote!(async move { #pv::Handle::call::<#pv::Unit>(#handle, #req).await }),
+        None => quote!(#pv::Handle::call::<#pv::Unit>(#handle, #req)),
     };
     quote! {
         #(#docs)*

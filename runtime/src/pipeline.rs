@@ -413,11 +413,14 @@ impl Call<'_> {
         stream_body: Option<RequestBody>,
         resend: u32,
     ) -> Result<RawResponse, Failure> {
-        let attempted = self.attempt_deferred(prepared, stream_body, resend).await;
-        if let Some(v) = attempted.verdict {
-            v.record();
+        // Straight to the inner attempt: one nesting level less to move per call.
+        match self.attempt_inner(prepared, stream_body, resend).await {
+            Ok((result, verdict)) => {
+                verdict.record();
+                result
+            }
+            Err(failure) => Err(failure),
         }
-        attempted.result
     }
 
     /// One attempt whose breaker outcome is handed back instead of recorded, so a
