@@ -83,6 +83,20 @@ pub async fn call(client: &EverythingClient) -> Result<(), BoxError> {
     Ok(())
 }
 
+/// `n` calls one after another on a current-thread runtime (for instruction counts).
+pub fn sequential_calls(n: usize) -> Result<(), BoxError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let client = everything()?;
+        for _ in 0..n {
+            call(&client).await?;
+        }
+        Ok(())
+    })
+}
+
 /// What the tasks of a throughput round do.
 #[derive(Clone, Debug)]
 enum Work {

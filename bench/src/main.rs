@@ -116,8 +116,15 @@ impl Row {
 
 enum Mode {
     Server(PathBuf),
-    Bench { scale: Scale, only: Option<String> },
+    Bench {
+        scale: Scale,
+        only: Option<String>,
+    },
     Help,
+    /// `n` sequential engine calls and nothing else: run it under
+    /// `valgrind --tool=callgrind` for 1000 and 2000 calls and subtract to get the
+    /// instructions one call costs (repeatable, unlike time on a noisy machine).
+    EngineCalls(usize),
 }
 
 fn parse_args() -> Result<Mode, String> {
@@ -131,6 +138,11 @@ fn parse_args() -> Result<Mode, String> {
                 return Ok(Mode::Server(PathBuf::from(file)));
             }
             "--smoke" => smoke = true,
+            "--engine-calls" => {
+                let n = args.next().ok_or("`--engine-calls` needs a count")?;
+                let n = n.parse().map_err(|_| format!("`{n}` is not a count"))?;
+                return Ok(Mode::EngineCalls(n));
+            }
             "--only" => {
                 let name = args.next().ok_or("`--only` needs a section name")?;
                 if !SECTIONS.contains(&name.as_str()) {
@@ -165,11 +177,12 @@ fn main() -> ExitCode {
         Mode::Server(port_file) => server::run(&port_file),
         Mode::Help => {
             println!(
-                "usage: bench [--smoke] [--only <{}>]\n       bench --server <port-file>",
+                "usage: bench [--smoke] [--only <{}>]\n       bench --server <port-file>\n       bench --engine-calls <n>",
                 SECTIONS.join("|")
             );
             Ok(())
         }
+        Mode::EngineCalls(n) => engine::sequential_calls(n),
         Mode::Bench { scale, only } => run(scale, only.as_deref()),
     };
     match result {
