@@ -208,6 +208,9 @@ pub trait GeneratedClient: Sized {
 pub(crate) struct EndpointRuntime {
     pub(crate) spec: &'static EndpointSpec,
     pub(crate) partition: Arc<Partition>,
+    /// The full URL of an endpoint whose path has no parameter, parsed once at build
+    /// time: such calls clone it instead of parsing a path.
+    pub(crate) fixed_url: Option<Url>,
 }
 
 pub(crate) struct ClientInner {
@@ -533,7 +536,26 @@ impl<C: GeneratedClient> ClientBuilder<C> {
                     Some(name) => engine
                         .partition((origin.clone(), name.to_owned()), || make(name, Some(spec))),
                 };
-                EndpointRuntime { spec, partition }
+                let fixed_url = spec
+                    .path
+                    .iter()
+                    .all(|p| matches!(p, crate::request::PathPart::Lit(_)))
+                    .then(|| {
+                        let mut url = base.clone();
+                        let mut path = base_path.clone();
+                        for part in spec.path {
+                            if let crate::request::PathPart::Lit(s) = part {
+                                path.push_str(s);
+                            }
+                        }
+                        url.set_path(&path);
+                        url
+                    });
+                EndpointRuntime {
+                    spec,
+                    partition,
+                    fixed_url,
+                }
             })
             .collect();
 

@@ -143,6 +143,7 @@ fn start(inner: Arc<ClientInner>, index: usize, prepared: Prepared) -> SharedCal
         let attempts = AtomicU32::new(0);
         let call = Call {
             inner: &inner,
+            start: tokio::time::Instant::now(),
             ep: &inner.endpoints[index],
             deadline: None,
             attempts: &attempts,

@@ -77,17 +77,18 @@ pub(crate) struct Verdict<'a> {
     pub(crate) admission: AdmissionGuard<'a>,
     pub(crate) outcome: Outcome,
     latency: Duration,
+    ended: Instant,
 }
 
 impl Verdict<'_> {
     /// Record the outcome.
     pub(crate) fn record(self) {
-        self.admission.record(self.outcome, self.latency);
+        self.admission.record(self.outcome, self.latency, self.ended);
     }
 
     /// Count nothing: the attempt lost a hedge race.
     pub(crate) fn ignore(self) {
-        self.admission.record(Outcome::Ignored, self.latency);
+        self.admission.record(Outcome::Ignored, self.latency, self.ended);
     }
 }
 
@@ -155,6 +156,7 @@ pub(crate) async fn execute(
     let body = std::mem::take(&mut request.body);
     let call = Call {
         inner,
+        start,
         ep,
         deadline,
         attempts: &attempts,
@@ -216,11 +218,18 @@ pub(crate) async fn execute(
 /// Base URL, rendered path and query; client, API and call headers; the idempotency key.
 fn prepare(inner: &ClientInner, ep: &EndpointRuntime, request: &mut RequestBuilder) -> Prepared {
     let spec = ep.spec;
-    let mut url = inner.base.clone();
-    let mut path = String::with_capacity(inner.base_path.len() + spec.template.len() + 16);
-    path.push_str(&inner.base_path);
-    request.render_path_into(&mut path);
-    url.set_path(&path);
+    let mut url = match &ep.fixed_url {
+        Some(url) => url.clone(),
+        None => {
+            let mut url = inner.base.clone();
+            let mut path =
+                String::with_capacity(inner.base_path.len() + spec.template.len() + 16);
+            path.push_str(&inner.base_path);
+            request.render_path_into(&mut path);
+            url.set_path(&path);
+            url
+        }
+    };
     if !request.query.is_empty() {
         url.set_query(Some(&request.query));
     }
@@ -274,6 +283,8 @@ fn prepare(inner: &ClientInner, ep: &EndpointRuntime, request: &mut RequestBuild
 
 pub(crate) struct Call<'a> {
     pub(crate) inner: &'a ClientInner,
+    /// When the call started.
+    pub(crate) start: Instant,
     pub(crate) ep: &'a EndpointRuntime,
     pub(crate) deadline: Option<Instant>,
     pub(crate) attempts: &'a AtomicU32,
@@ -302,7 +313,7 @@ impl Call<'_> {
             if round == 0
                 && let Some(b) = &partition.budget
             {
-                b.deposit(Instant::now());
+                b.deposit(self.start);
             }
             round += 1;
             let first = self.attempts.load(Ordering::Relaxed) + 1;
@@ -451,7 +462,10 @@ impl Call<'_> {
     ) -> Result<(Result<RawResponse, Failure>, Verdict<'_>), Failure> {
         let partition = &*self.ep.partition;
         let breaker = &partition.breaker;
-        if let Err(r) = breaker.check(Instant::now()) {
+        // The call's first attempt was checked at the call's start, in this same poll.
+        if resend > 0
+            && let Err(r) = breaker.check(Instant::now())
+        {
             return Err(Failure::fatal(circuit_open(r.until)));
         }
         let _permit = partition
@@ -476,7 +490,9 @@ impl Call<'_> {
             })?),
             None => None,
         };
-        let admission = match breaker.admit(Instant::now()) {
+        // No await from here to dispatch: one clock read serves admission and timing.
+        let started = Instant::now();
+        let admission = match breaker.admit(started) {
             Ok(a) => a,
             Err(r) => {
                 if let (Some(rl), Some(t)) = (&partition.rate_limit, token) {
@@ -516,7 +532,6 @@ impl Call<'_> {
             "http.request.resend_count" = resend,
             "http.response.status_code" = tracing::field::Empty,
         );
-        let started = Instant::now();
         let policy = &self.ep.spec.policy;
         let work = self.send(prepared, request);
         let result = match policy.attempt_timeout.and_then(|t| started.checked_add(t)) {
@@ -526,7 +541,8 @@ impl Call<'_> {
             },
             None => work.instrument(span.clone()).await,
         };
-        let latency = started.elapsed();
+        let ended = Instant::now();
+        let latency = ended.saturating_duration_since(started);
         let outcome = match &result {
             Ok(raw) => {
                 span.record("http.response.status_code", raw.status.as_u16());
@@ -553,6 +569,7 @@ impl Call<'_> {
                 admission,
                 outcome,
                 latency,
+                ended,
             },
         ))
     }

@@ -103,12 +103,9 @@ pub(crate) struct AdmissionGuard<'a> {
 }
 
 impl AdmissionGuard<'_> {
-    pub(crate) fn record(mut self, outcome: Outcome, latency: Duration) {
+    pub(crate) fn record(mut self, outcome: Outcome, latency: Duration, now: Instant) {
         if let Some(a) = self.admission.take() {
-            let t = self
-                .breaker
-                .lock()
-                .record(a, outcome, latency, Instant::now());
+            let t = self.breaker.lock().record(a, outcome, latency, now);
             self.breaker.emit(t);
         }
     }
