@@ -42,8 +42,9 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
-use tokio::time::{Instant, sleep, sleep_until, timeout_at};
-use tracing::Instrument;
+use std::future::Future;
+use std::task::Poll;
+use tokio::time::{Instant, sleep, sleep_until};
 use url::Url;
 
 use crate::circuit_breaker::AdmissionGuard;
@@ -83,12 +84,14 @@ pub(crate) struct Verdict<'a> {
 impl Verdict<'_> {
     /// Record the outcome.
     pub(crate) fn record(self) {
-        self.admission.record(self.outcome, self.latency, self.ended);
+        self.admission
+            .record(self.outcome, self.latency, self.ended);
     }
 
     /// Count nothing: the attempt lost a hedge race.
     pub(crate) fn ignore(self) {
-        self.admission.record(Outcome::Ignored, self.latency, self.ended);
+        self.admission
+            .record(Outcome::Ignored, self.latency, self.ended);
     }
 }
 
@@ -167,8 +170,21 @@ pub(crate) async fn execute(
         && !streaming
         && !matches!(body, RequestBody::Stream(_));
     let cancel = handle.options.cancel.as_ref();
-    // The work is built inside `select!` so it is stored once in this future, not
-    // once as a local and again in the select.
+    // Pinned where it is built, so it is stored once in this future.
+    let mut work = std::pin::pin!(async {
+        if coalesce {
+            // Boxed: the rare path should not grow every call's future.
+            Box::pin(crate::coalesce::join(
+                &handle.inner,
+                spec.index,
+                prepared,
+                &attempts,
+            ))
+            .await
+        } else {
+            call.run(prepared, body).await
+        }
+    });
     let result = tokio::select! {
         biased;
         () = async { match cancel { Some(t) => t.cancelled().await, None => std::future::pending().await } } => {
@@ -179,15 +195,11 @@ pub(crate) async fn execute(
                 "the call's deadline of {:?} passed", total.unwrap_or_default()
             )))
         }
-        r = async {
-            if coalesce {
-                // Boxed: the rare path should not grow every call's future.
-                Box::pin(crate::coalesce::join(&handle.inner, spec.index, prepared, &attempts)).await
-            } else {
-                call.run(prepared, body).await
-            }
-        }
-        .instrument(span.clone()) => r,
+        r = std::future::poll_fn(|cx| {
+            // Polled inside the call's span without a wrapper to move the work into.
+            let _entered = span.enter();
+            work.as_mut().poll(cx)
+        }) => r,
     };
     let partition = ep.partition.name.as_str();
     crate::observe::metrics_impl::call(
@@ -222,8 +234,7 @@ fn prepare(inner: &ClientInner, ep: &EndpointRuntime, request: &mut RequestBuild
         Some(url) => url.clone(),
         None => {
             let mut url = inner.base.clone();
-            let mut path =
-                String::with_capacity(inner.base_path.len() + spec.template.len() + 16);
+            let mut path = String::with_capacity(inner.base_path.len() + spec.template.len() + 16);
             path.push_str(&inner.base_path);
             request.render_path_into(&mut path);
             url.set_path(&path);
@@ -533,14 +544,29 @@ impl Call<'_> {
             "http.response.status_code" = tracing::field::Empty,
         );
         let policy = &self.ep.spec.policy;
-        let work = self.send(prepared, request);
-        let result = match policy.attempt_timeout.and_then(|t| started.checked_add(t)) {
-            Some(until) => match timeout_at(until, work).instrument(span.clone()).await {
-                Ok(r) => r,
-                Err(_) => Err(self.attempt_timeout(policy.attempt_timeout.unwrap_or_default())),
-            },
-            None => work.instrument(span.clone()).await,
-        };
+        // Pinned in place and polled inside the span: no wrapper future to move the
+        // attempt's (large) state into.
+        let mut work = std::pin::pin!(self.send(prepared, request));
+        let until = policy.attempt_timeout.and_then(|t| started.checked_add(t));
+        let mut expiry = std::pin::pin!(async {
+            match until {
+                Some(at) => sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        });
+        let result = std::future::poll_fn(|cx| {
+            let _entered = span.enter();
+            if let Poll::Ready(r) = work.as_mut().poll(cx) {
+                return Poll::Ready(r);
+            }
+            match expiry.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Err(
+                    self.attempt_timeout(policy.attempt_timeout.unwrap_or_default())
+                )),
+                Poll::Pending => Poll::Pending,
+            }
+        })
+        .await;
         let ended = Instant::now();
         let latency = ended.saturating_duration_since(started);
         let outcome = match &result {
