@@ -215,6 +215,8 @@ pub struct Effective {
     /// The partition name: `#[partition]`, or the method's name when it has a
     /// breaker, bulkhead or rate limit of its own.
     pub partition: Option<String>,
+    /// `#[max_body]`: the method's response size limit in bytes.
+    pub max_body: Option<u64>,
 }
 
 fn pick<T: Clone>(method: &Option<T>, default: &Option<T>) -> Option<T> {
@@ -303,6 +305,7 @@ impl Effective {
                 || m.idempotency_key.is_some(),
             idempotency_key: m.idempotency_key.as_ref().map(|k| k.value.clone()),
             partition,
+            max_body: m.max_body,
         }
     }
 }

@@ -219,6 +219,8 @@ pub struct MethodAttrs {
     pub hedge: Option<Group<HedgeAttr>>,
     pub coalesce: Option<Span>,
     pub partition: Option<LitStr>,
+    /// `#[max_body("4MiB")]`: the largest response body, in bytes.
+    pub max_body: Option<u64>,
     /// Doc comments, kept on the trait method and on the client's method.
     pub docs: Vec<Attribute>,
     /// Attributes that are not ours (`#[allow]`, `#[deprecated]`, ...): kept on the
@@ -275,6 +277,7 @@ const METHOD_ONLY: &[Symbol] = &[
     HEDGE,
     COALESCE,
     PARTITION,
+    MAX_BODY,
     GET,
     POST,
     PUT,
@@ -722,6 +725,7 @@ pub fn trait_attrs(cx: &Ctxt, args: TokenStream) -> TraitAttrs {
             let example = match *key {
                 HEDGE => "#[hedge(delay = \"50ms\", max = 2)]".to_owned(),
                 PARTITION => "#[partition(\"search\")]".to_owned(),
+                MAX_BODY => "#[max_body(\"4MiB\")]".to_owned(),
                 IDEMPOTENT | IDEMPOTENCY_KEY | COALESCE => format!("#[{key}]"),
                 _ => format!("#[{key}(\"/path\")]"),
             };
@@ -858,6 +862,24 @@ pub fn method_attrs(cx: &Ctxt, attrs: &[Attribute]) -> MethodAttrs {
                 dup("partition");
             } else if let Some(name) = name {
                 out.partition = Some(name);
+            }
+        } else if path == MAX_BODY {
+            let lit = single_string(
+                cx,
+                attr,
+                "#[max_body(\"4MiB\")]",
+                "a size string such as `\"4MiB\"`",
+            );
+            if out.max_body.is_some() {
+                dup("max_body");
+            } else if let Some(lit) = lit {
+                match crate::value::size(&lit.value()) {
+                    Some(bytes) => out.max_body = Some(bytes),
+                    None => cx.error_spanned_by(
+                        &lit,
+                        "malformed size: expected a whole number of bytes with an optional unit, such as `\"512KiB\"`, `\"4MiB\"`, `\"1GiB\"` or `\"65536\"` (units: B, KB, MB, GB, KiB, MiB, GiB)",
+                    ),
+                }
             }
         } else if path == DOC {
             out.docs.push(attr.clone());

@@ -339,6 +339,7 @@ fn policy_tokens(ra: &TokenStream, e: &Endpoint) -> TokenStream {
 
     let coalesce = p.coalesce;
     let partition = opt(p.partition.as_ref().map(|s| quote!(#s)));
+    let max_body = opt(p.max_body.map(|b| quote!(#b)));
     quote! {
         #pv::Policy {
             attempt_timeout: #attempt,
@@ -350,7 +351,7 @@ fn policy_tokens(ra: &TokenStream, e: &Endpoint) -> TokenStream {
             hedge: #hedge,
             coalesce: #coalesce,
             partition: #partition,
-            max_body: ::core::option::Option::None,
+            max_body: #max_body,
         }
     }
 }

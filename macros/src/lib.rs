@@ -94,6 +94,7 @@ use proc_macro::TokenStream;
 /// | `#[coalesce]` | identical concurrent calls share one execution |
 /// | `#[breaker(...)]`, `#[bulkhead(...)]`, `#[rate_limit(...)]` | a compartment of the method's own (partition named after the method) |
 /// | `#[partition("search")]` | the compartment (breaker, bulkhead, rate limiter) this method uses |
+/// | `#[max_body("4MiB")]` | the largest response body this method accepts (B, KB, MB, GB, KiB, MiB, GiB); the client's limit otherwise |
 ///
 /// Doc comments stay; the generated docs of every method state its effective policy.
 ///

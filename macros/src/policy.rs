@@ -364,6 +364,9 @@ pub fn describe(e: &Endpoint) -> Vec<String> {
             "- Idempotency key: a fresh `{key}` header per call, the same on every attempt."
         ));
     }
+    if let Some(bytes) = p.max_body {
+        lines.push(format!("- Responses up to {bytes} bytes."));
+    }
     match &p.partition {
         Some(part) => lines.push(format!("- Partition: `{part}`.")),
         None => lines.push("- Partition: the client's default.".to_owned()),

@@ -64,6 +64,7 @@ pub const IDEMPOTENCY_KEY: Symbol = Symbol("idempotency_key");
 pub const HEDGE: Symbol = Symbol("hedge");
 pub const COALESCE: Symbol = Symbol("coalesce");
 pub const PARTITION: Symbol = Symbol("partition");
+pub const MAX_BODY: Symbol = Symbol("max_body");
 
 // parameters
 pub const PATH: Symbol = Symbol("path");

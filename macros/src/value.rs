@@ -225,3 +225,43 @@ mod tests {
         }
     }
 }
+
+/// A size such as `"4MiB"`, `"512KiB"`, `"10MB"` or `"65536"` in bytes; `None` when
+/// malformed or too large.
+pub fn size(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let digits = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits);
+    let number: u64 = number.parse().ok()?;
+    let factor: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        _ => return None,
+    };
+    number.checked_mul(factor)
+}
+
+#[cfg(test)]
+mod size_tests {
+    use super::size;
+
+    #[test]
+    fn sizes_parse_with_their_units() {
+        assert_eq!(size("65536"), Some(65536));
+        assert_eq!(size("4MiB"), Some(4 << 20));
+        assert_eq!(size("512KiB"), Some(512 << 10));
+        assert_eq!(size("10MB"), Some(10_000_000));
+        assert_eq!(size("1 GiB"), Some(1 << 30));
+        assert_eq!(size("4mb"), None);
+        assert_eq!(size("-1"), None);
+        assert_eq!(size("1.5MiB"), None);
+        assert_eq!(size("99999999999999999999GiB"), None);
+    }
+}
