@@ -108,3 +108,35 @@ where
     assert_eq!(t.attempts(), before + 1);
     assert_nothing_leaked(t);
 }
+
+/// Read one HTTP/1.1 request (head and `content-length` body) from `sock`, for the
+/// tests' raw loopback servers (the ones that must misbehave in ways wiremock cannot,
+/// such as cutting a body short).
+pub async fn read_request(sock: &mut tokio::net::TcpStream) -> std::io::Result<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = Vec::new();
+    let mut tmp = [0u8; 4096];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let len = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            while buf.len() < end + 4 + len {
+                let n = sock.read(&mut tmp).await?;
+                if n == 0 {
+                    break;
+                }
+                buf.extend_from_slice(&tmp[..n]);
+            }
+            return Ok(buf);
+        }
+        let n = sock.read(&mut tmp).await?;
+        if n == 0 {
+            return Ok(buf);
+        }
+        buf.extend_from_slice(&tmp[..n]);
+    }
+}

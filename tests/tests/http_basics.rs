@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use resilient_api::{ApiError, Bytes, ErrorKind, Response, resilient_api};
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
 use wiremock::matchers::{any, header, method, path, query_param};
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
@@ -473,35 +473,6 @@ async fn body_over_the_limit_with_content_length_is_too_large() {
     assert_eq!(api.meta().await.unwrap().into_value(), small);
 }
 
-/// Reads one request (head and `content-length` body) from `sock`.
-async fn read_request(sock: &mut TcpStream) -> std::io::Result<Vec<u8>> {
-    let mut buf = Vec::new();
-    let mut tmp = [0u8; 4096];
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-            let len = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .and_then(|v| v.trim().parse::<usize>().ok())
-                .unwrap_or(0);
-            while buf.len() < end + 4 + len {
-                let n = sock.read(&mut tmp).await?;
-                if n == 0 {
-                    break;
-                }
-                buf.extend_from_slice(&tmp[..n]);
-            }
-            return Ok(buf);
-        }
-        let n = sock.read(&mut tmp).await?;
-        if n == 0 {
-            return Ok(buf);
-        }
-        buf.extend_from_slice(&tmp[..n]);
-    }
-}
-
 /// A tiny HTTP/1.1 server that answers every request with a chunked body of
 /// `chunks` chunks of `chunk_len` bytes (no `content-length`). Returns its base URL and
 /// a count of the requests it read.
@@ -517,7 +488,7 @@ async fn chunked_server(chunks: usize, chunk_len: usize) -> (String, Arc<AtomicU
             };
             let seen = seen.clone();
             tokio::spawn(async move {
-                if read_request(&mut sock).await.is_err() {
+                if tests::read_request(&mut sock).await.is_err() {
                     return;
                 }
                 seen.fetch_add(1, Ordering::SeqCst);

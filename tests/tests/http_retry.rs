@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use resilient_api::{ApiError, ErrorKind, TimeoutKind, resilient_api};
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
@@ -308,35 +308,6 @@ async fn idempotency_key_is_the_same_on_every_attempt() {
 // Truncated bodies (a raw server: wiremock cannot cut a body short)
 // ---------------------------------------------------------------------------------
 
-/// Reads one request (head and `content-length` body) from `sock`.
-async fn read_request(sock: &mut TcpStream) -> std::io::Result<Vec<u8>> {
-    let mut buf = Vec::new();
-    let mut tmp = [0u8; 4096];
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-            let len = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .and_then(|v| v.trim().parse::<usize>().ok())
-                .unwrap_or(0);
-            while buf.len() < end + 4 + len {
-                let n = sock.read(&mut tmp).await?;
-                if n == 0 {
-                    break;
-                }
-                buf.extend_from_slice(&tmp[..n]);
-            }
-            return Ok(buf);
-        }
-        let n = sock.read(&mut tmp).await?;
-        if n == 0 {
-            return Ok(buf);
-        }
-        buf.extend_from_slice(&tmp[..n]);
-    }
-}
-
 const WHOLE: &str = r#"{"id":1,"name":"whole"}"#;
 
 /// A raw HTTP/1.1 server. The first `truncated` connections get a head promising
@@ -355,7 +326,7 @@ async fn truncating_server(truncated: usize) -> (String, Arc<AtomicUsize>) {
             };
             let n = count.fetch_add(1, Ordering::SeqCst);
             tokio::spawn(async move {
-                if read_request(&mut sock).await.is_err() {
+                if tests::read_request(&mut sock).await.is_err() {
                     return;
                 }
                 if n < truncated {
