@@ -19,6 +19,7 @@ use reqwest_retry::RetryTransientMiddleware;
 use reqwest_retry::policies::ExponentialBackoff;
 use resilient_api::{ApiError, resilient_api};
 use tokio::runtime::Runtime;
+
 use tokio::task::JoinSet;
 
 use crate::server::{Item, Pinning, Server};
@@ -110,6 +111,24 @@ impl Clients {
             }
         }
     }
+}
+
+/// `n` sequential requests by `who` against a fresh server, after 200 to warm up.
+pub fn sequential_calls(who: Contender, n: usize) -> Result<(), BoxError> {
+    let server = Server::start()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let clients = Clients::new(&server.base_url())?;
+        for _ in 0..200 {
+            clients.call(who).await?;
+        }
+        for _ in 0..n {
+            clients.call(who).await?;
+        }
+        Ok(())
+    })
 }
 
 /// The client's CPU time so far: user + system, every thread (`getrusage(RUSAGE_SELF)`).

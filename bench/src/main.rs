@@ -125,6 +125,10 @@ enum Mode {
     /// `valgrind --tool=callgrind` for 1000 and 2000 calls and subtract to get the
     /// instructions one call costs (repeatable, unlike time on a noisy machine).
     EngineCalls(usize),
+    /// `n` sequential calls over loopback by one contender, after a warm-up: under
+    /// callgrind (which follows only this process, not the server) the difference of
+    /// two counts gives the client's instructions per request.
+    LoopbackCalls(loopback::Contender, usize),
 }
 
 fn parse_args() -> Result<Mode, String> {
@@ -138,6 +142,22 @@ fn parse_args() -> Result<Mode, String> {
                 return Ok(Mode::Server(PathBuf::from(file)));
             }
             "--smoke" => smoke = true,
+            "--loopback-calls" => {
+                let who = args
+                    .next()
+                    .ok_or("`--loopback-calls` needs a contender: a, b or c")?;
+                let who = match who.as_str() {
+                    "a" => loopback::Contender::Raw,
+                    "b" => loopback::Contender::Generated,
+                    "c" => loopback::Contender::Middleware,
+                    other => {
+                        return Err(format!("unknown contender `{other}`; expected a, b or c"));
+                    }
+                };
+                let n = args.next().ok_or("`--loopback-calls` needs a count")?;
+                let n = n.parse().map_err(|_| format!("`{n}` is not a count"))?;
+                return Ok(Mode::LoopbackCalls(who, n));
+            }
             "--engine-calls" => {
                 let n = args.next().ok_or("`--engine-calls` needs a count")?;
                 let n = n.parse().map_err(|_| format!("`{n}` is not a count"))?;
@@ -183,6 +203,7 @@ fn main() -> ExitCode {
             Ok(())
         }
         Mode::EngineCalls(n) => engine::sequential_calls(n),
+        Mode::LoopbackCalls(who, n) => loopback::sequential_calls(who, n),
         Mode::Bench { scale, only } => run(scale, only.as_deref()),
     };
     match result {
