@@ -24,6 +24,34 @@
 //! # let _ = user; Ok(()) }
 //! ```
 //!
+//! The compiler is the first test. A POST that asks for retries on statuses without
+//! saying it is safe to repeat does not build, because the request may already have
+//! run:
+//!
+//! ```compile_fail
+//! use resilient_api::{resilient_api, ApiError};
+//!
+//! #[resilient_api(base_url = "http://127.0.0.1:8080", timeout(attempt = "3s"))]
+//! pub trait Payments {
+//!     #[post("/charges")]
+//!     #[retry(on = [503])] // error: mark it `#[idempotent]` or add `#[idempotency_key]`
+//!     async fn charge(&self, #[body] amount: &u64) -> Result<(), ApiError>;
+//! }
+//! ```
+//!
+//! Nor does an endpoint without an attempt timeout, a path parameter with no
+//! argument, or an argument with no role:
+//!
+//! ```compile_fail
+//! use resilient_api::{resilient_api, ApiError};
+//!
+//! #[resilient_api(base_url = "http://127.0.0.1:8080")] // no `timeout(attempt = ...)`
+//! pub trait Users {
+//!     #[get("/users/{id}")]
+//!     async fn user(&self, user_id: u64) -> Result<String, ApiError>;
+//! }
+//! ```
+//!
 //! # One call, in order
 //!
 //! ```text
