@@ -149,7 +149,7 @@ fn start(inner: Arc<ClientInner>, index: usize, prepared: Prepared) -> SharedCal
             attempts: &attempts,
             streaming: false,
         };
-        let result = call.run(prepared, RequestBody::Empty).await;
+        let result = call.run(None, prepared, RequestBody::Empty).await;
         match result {
             Ok(raw) => {
                 let body = match raw.body {

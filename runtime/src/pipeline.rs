@@ -171,20 +171,8 @@ pub(crate) async fn execute(
         && !matches!(body, RequestBody::Stream(_));
     let cancel = handle.options.cancel.as_ref();
     // Pinned where it is built, so it is stored once in this future.
-    let mut work = std::pin::pin!(async {
-        if coalesce {
-            // Boxed: the rare path should not grow every call's future.
-            Box::pin(crate::coalesce::join(
-                &handle.inner,
-                spec.index,
-                prepared,
-                &attempts,
-            ))
-            .await
-        } else {
-            call.run(prepared, body).await
-        }
-    });
+    // Pinned where it is built, so it is stored once in this future.
+    let mut work = std::pin::pin!(call.run(coalesce.then_some(handle), prepared, body));
     let result = tokio::select! {
         biased;
         () = async { match cancel { Some(t) => t.cancelled().await, None => std::future::pending().await } } => {
@@ -303,12 +291,24 @@ pub(crate) struct Call<'a> {
 }
 
 impl Call<'_> {
-    /// The retry loop.
+    /// The retry loop; or, when `handle` is given, joining an identical call in flight
+    /// (see [`crate::coalesce`]), whose shared execution runs this loop itself.
     pub(crate) async fn run(
         &self,
+        handle: Option<&Handle>,
         prepared: Prepared,
         body: RequestBody,
     ) -> Result<RawResponse, ApiError> {
+        if let Some(handle) = handle {
+            // Boxed: the rare path should not grow every call's future.
+            return Box::pin(crate::coalesce::join(
+                &handle.inner,
+                self.ep.spec.index,
+                prepared,
+                self.attempts,
+            ))
+            .await;
+        }
         let spec = self.ep.spec;
         let retry = &spec.policy.retry;
         let replayable = !matches!(body, RequestBody::Stream(_));
@@ -333,7 +333,18 @@ impl Call<'_> {
                     // Boxed: the rare path should not grow every call's future.
                     Box::pin(self.hedged_round(&prepared, h, first)).await
                 }
-                _ => self.attempt(&prepared, stream_body.take(), first - 1).await,
+                // The inner attempt is awaited right here, one nesting level less
+                // for every call to move.
+                _ => match self
+                    .attempt_inner(&prepared, stream_body.take(), first - 1)
+                    .await
+                {
+                    Ok((result, verdict)) => {
+                        verdict.record();
+                        result
+                    }
+                    Err(failure) => Err(failure),
+                },
             };
             let failure = match result {
                 Ok(raw) => return Ok(raw),
@@ -428,23 +439,6 @@ impl Call<'_> {
         }
     }
 
-    /// One attempt through every per-attempt policy.
-    pub(crate) async fn attempt(
-        &self,
-        prepared: &Prepared,
-        stream_body: Option<RequestBody>,
-        resend: u32,
-    ) -> Result<RawResponse, Failure> {
-        // Straight to the inner attempt: one nesting level less to move per call.
-        match self.attempt_inner(prepared, stream_body, resend).await {
-            Ok((result, verdict)) => {
-                verdict.record();
-                result
-            }
-            Err(failure) => Err(failure),
-        }
-    }
-
     /// One attempt whose breaker outcome is handed back instead of recorded, so a
     /// hedged round can decide whether a losing branch's failure counts.
     pub(crate) async fn attempt_deferred(
@@ -465,6 +459,10 @@ impl Call<'_> {
         }
     }
 
+    /// One attempt through every per-attempt policy: breaker check, bulkhead, rate
+    /// limit, breaker admission, attempt timeout, transport, classification. `Err` is a
+    /// refusal before admission; `Ok` carries the result and the breaker verdict the
+    /// caller records (at once, or after a hedged round).
     async fn attempt_inner(
         &self,
         prepared: &Prepared,
