@@ -293,148 +293,152 @@ pub(crate) struct Call<'a> {
 impl Call<'_> {
     /// The retry loop; or, when `handle` is given, joining an identical call in flight
     /// (see [`crate::coalesce`]), whose shared execution runs this loop itself.
-    pub(crate) async fn run(
-        &self,
-        handle: Option<&Handle>,
+    // Not an `async fn`: its arguments are used where the block captured them, instead
+    // of being stored twice (as arguments and again as locals) in the future.
+    pub(crate) fn run<'s>(
+        &'s self,
+        handle: Option<&'s Handle>,
         prepared: Prepared,
         body: RequestBody,
-    ) -> Result<RawResponse, ApiError> {
-        if let Some(handle) = handle {
-            // Boxed: the rare path should not grow every call's future.
-            return Box::pin(crate::coalesce::join(
-                &handle.inner,
-                self.ep.spec.index,
-                prepared,
-                self.attempts,
-            ))
-            .await;
-        }
-        let spec = self.ep.spec;
-        let retry = &spec.policy.retry;
-        let replayable = !matches!(body, RequestBody::Stream(_));
-        let mut stream_body = match body {
-            RequestBody::Stream(s) => Some(RequestBody::Stream(s)),
-            _ => None,
-        };
-        let mut backoff = retry.backoff.iter(self.inner.jitter.clone());
-        let partition = &self.ep.partition;
-        // Rounds: one attempt each, or one hedged group of attempts.
-        let mut round: u32 = 0;
-        loop {
-            if round == 0
-                && let Some(b) = &partition.budget
-            {
-                b.deposit(self.start);
+    ) -> impl Future<Output = Result<RawResponse, ApiError>> + 's {
+        async move {
+            if let Some(handle) = handle {
+                // Boxed: the rare path should not grow every call's future.
+                return Box::pin(crate::coalesce::join(
+                    &handle.inner,
+                    self.ep.spec.index,
+                    prepared,
+                    self.attempts,
+                ))
+                .await;
             }
-            round += 1;
-            let first = self.attempts.load(Ordering::Relaxed) + 1;
-            let result = match spec.policy.hedge {
-                Some(h) if spec.idempotent && replayable => {
-                    // Boxed: the rare path should not grow every call's future.
-                    Box::pin(self.hedged_round(&prepared, h, first)).await
-                }
-                // The inner attempt is awaited right here, one nesting level less
-                // for every call to move.
-                _ => match self
-                    .attempt_inner(&prepared, stream_body.take(), first - 1)
-                    .await
+            let spec = self.ep.spec;
+            let retry = &spec.policy.retry;
+            let replayable = !matches!(body, RequestBody::Stream(_));
+            let mut stream_body = match body {
+                RequestBody::Stream(s) => Some(RequestBody::Stream(s)),
+                _ => None,
+            };
+            let mut backoff = retry.backoff.iter(self.inner.jitter.clone());
+            let partition = &self.ep.partition;
+            // Rounds: one attempt each, or one hedged group of attempts.
+            let mut round: u32 = 0;
+            loop {
+                if round == 0
+                    && let Some(b) = &partition.budget
                 {
-                    Ok((result, verdict)) => {
-                        verdict.record();
-                        result
+                    b.deposit(self.start);
+                }
+                round += 1;
+                let first = self.attempts.load(Ordering::Relaxed) + 1;
+                let result = match spec.policy.hedge {
+                    Some(h) if spec.idempotent && replayable => {
+                        // Boxed: the rare path should not grow every call's future.
+                        Box::pin(self.hedged_round(&prepared, h, first)).await
                     }
-                    Err(failure) => Err(failure),
-                },
-            };
-            let failure = match result {
-                Ok(raw) => return Ok(raw),
-                Err(f) => f,
-            };
-            let Failure {
-                mut error,
-                retryable,
-                server_wait,
-            } = failure;
-            if !retryable {
-                return Err(error);
-            }
-            // A streamed body was consumed by this attempt: say so whenever it is the
-            // reason a retryable failure ends the call (the compiler already insists on
-            // `retry(max = 0)` for such endpoints).
-            if !replayable {
-                error.set_not_replayable();
-                return Err(error);
-            }
-            if round > retry.max {
-                return Err(error);
-            }
-            if let Some(predicate) = &self.inner.hooks.retry_predicate {
-                match predicate(&error) {
-                    Ok(true) => {}
-                    Ok(false) => return Err(error),
-                    Err(e) => {
+                    // The inner attempt is awaited right here, one nesting level less
+                    // for every call to move.
+                    _ => match self
+                        .attempt_inner(&prepared, stream_body.take(), first - 1)
+                        .await
+                    {
+                        Ok((result, verdict)) => {
+                            verdict.record();
+                            result
+                        }
+                        Err(failure) => Err(failure),
+                    },
+                };
+                let failure = match result {
+                    Ok(raw) => return Ok(raw),
+                    Err(f) => f,
+                };
+                let Failure {
+                    mut error,
+                    retryable,
+                    server_wait,
+                } = failure;
+                if !retryable {
+                    return Err(error);
+                }
+                // A streamed body was consumed by this attempt: say so whenever it is the
+                // reason a retryable failure ends the call (the compiler already insists on
+                // `retry(max = 0)` for such endpoints).
+                if !replayable {
+                    error.set_not_replayable();
+                    return Err(error);
+                }
+                if round > retry.max {
+                    return Err(error);
+                }
+                if let Some(predicate) = &self.inner.hooks.retry_predicate {
+                    match predicate(&error) {
+                        Ok(true) => {}
+                        Ok(false) => return Err(error),
+                        Err(e) => {
+                            return Err(ApiError::new(ErrorKind::Hook)
+                                .with_message("the retry predicate failed")
+                                .with_source(e));
+                        }
+                    }
+                }
+                let computed = backoff.next().unwrap_or_default();
+                let wait = server_wait.unwrap_or(computed);
+                let now = Instant::now();
+                let resume = now.checked_add(wait);
+                if let Some(w) = server_wait
+                    && let Some(at) = resume
+                {
+                    error.set_retry_at(at, w);
+                }
+                let fits = match (resume, self.deadline) {
+                    (None, Some(_)) => false,
+                    (Some(r), Some(d)) => r < d,
+                    (_, None) => true,
+                };
+                if !fits {
+                    tracing::debug!(
+                        wait_ms = wait.as_millis() as u64,
+                        "next wait does not fit the deadline"
+                    );
+                    return Err(error);
+                }
+                if let Some(until) = resume.and_then(|r| partition.breaker.open_at(r)) {
+                    let mut e = ApiError::new(ErrorKind::CircuitOpen)
+                        .with_message("the breaker will still be open when the backoff ends")
+                        .with_source(error);
+                    e.set_retry_at(until, until.saturating_duration_since(now));
+                    return Err(e);
+                }
+                if let Some(b) = &partition.budget
+                    && !b.withdraw(now)
+                {
+                    return Err(ApiError::new(ErrorKind::BudgetExhausted).with_source(error));
+                }
+                if let Some(hook) = &self.inner.hooks.on_retry {
+                    let event = RetryEvent {
+                        endpoint: spec.name,
+                        attempt: self.attempts.load(Ordering::Relaxed),
+                        error: &error,
+                        wait,
+                    };
+                    if let Err(e) = hook(&event) {
                         return Err(ApiError::new(ErrorKind::Hook)
-                            .with_message("the retry predicate failed")
+                            .with_message("the on-retry hook failed")
                             .with_source(e));
                     }
                 }
-            }
-            let computed = backoff.next().unwrap_or_default();
-            let wait = server_wait.unwrap_or(computed);
-            let now = Instant::now();
-            let resume = now.checked_add(wait);
-            if let Some(w) = server_wait
-                && let Some(at) = resume
-            {
-                error.set_retry_at(at, w);
-            }
-            let fits = match (resume, self.deadline) {
-                (None, Some(_)) => false,
-                (Some(r), Some(d)) => r < d,
-                (_, None) => true,
-            };
-            if !fits {
-                tracing::debug!(
+                tracing::info!(
+                    endpoint = spec.name,
+                    round,
                     wait_ms = wait.as_millis() as u64,
-                    "next wait does not fit the deadline"
+                    error = %error,
+                    "retrying"
                 );
-                return Err(error);
-            }
-            if let Some(until) = resume.and_then(|r| partition.breaker.open_at(r)) {
-                let mut e = ApiError::new(ErrorKind::CircuitOpen)
-                    .with_message("the breaker will still be open when the backoff ends")
-                    .with_source(error);
-                e.set_retry_at(until, until.saturating_duration_since(now));
-                return Err(e);
-            }
-            if let Some(b) = &partition.budget
-                && !b.withdraw(now)
-            {
-                return Err(ApiError::new(ErrorKind::BudgetExhausted).with_source(error));
-            }
-            if let Some(hook) = &self.inner.hooks.on_retry {
-                let event = RetryEvent {
-                    endpoint: spec.name,
-                    attempt: self.attempts.load(Ordering::Relaxed),
-                    error: &error,
-                    wait,
-                };
-                if let Err(e) = hook(&event) {
-                    return Err(ApiError::new(ErrorKind::Hook)
-                        .with_message("the on-retry hook failed")
-                        .with_source(e));
+                crate::observe::metrics_impl::retry(spec.name, &partition.name);
+                if !wait.is_zero() {
+                    sleep(wait).await;
                 }
-            }
-            tracing::info!(
-                endpoint = spec.name,
-                round,
-                wait_ms = wait.as_millis() as u64,
-                error = %error,
-                "retrying"
-            );
-            crate::observe::metrics_impl::retry(spec.name, &partition.name);
-            if !wait.is_zero() {
-                sleep(wait).await;
             }
         }
     }
@@ -608,91 +612,100 @@ impl Call<'_> {
     }
 
     /// Send, follow redirects, read the body, classify the status.
-    async fn send(&self, prepared: &Prepared, first: HttpRequest) -> Result<RawResponse, Failure> {
-        let spec = self.ep.spec;
-        let mut request = first;
-        let mut hops = 0u32;
-        // The URL of the request in flight: the prepared one until a redirect.
-        let mut hop_url: Option<Url> = None;
-        let mut crossed = false;
-        let response = loop {
-            let method = request.method.clone();
-            let was_stream = matches!(request.body, RequestBody::Stream(_));
-            let response = self
-                .inner
-                .transport
-                .send(request)
-                .await
-                .map_err(|e| self.transport_failure(e))?;
-            if !response.status.is_redirection() || self.inner.max_redirects == 0 {
-                break response;
-            }
-            let url = hop_url.as_ref().unwrap_or(&prepared.url);
-            let Some(next) = redirect_target(url, &response.headers) else {
-                break response;
-            };
-            hops += 1;
-            if hops > self.inner.max_redirects {
-                return Err(Failure::fatal(
-                    ApiError::new(ErrorKind::Redirect)
-                        .with_message(format!("more than {} redirects", self.inner.max_redirects)),
-                ));
-            }
-            if url.scheme() == "https" && next.scheme() != "https" {
-                return Err(Failure::fatal(
-                    ApiError::new(ErrorKind::Redirect)
-                        .with_message("a redirect from https to http was refused"),
-                ));
-            }
-            let status = response.status;
-            drop(response);
-            let keep_method = matches!(
-                status,
-                StatusCode::TEMPORARY_REDIRECT | StatusCode::PERMANENT_REDIRECT
-            );
-            if keep_method && was_stream {
-                return Err(Failure::fatal(
-                    ApiError::new(ErrorKind::Redirect).with_message(
-                        "a streamed request body cannot be sent again to the redirect target",
-                    ),
-                ));
-            }
-            // Once a redirect has left the origin, credentials stay dropped, even if a
-            // later hop comes back.
-            crossed |= url.origin() != next.origin();
-            let mut headers = prepared.headers.clone();
-            if crossed {
-                strip_credentials(&mut headers, spec.secrets);
-            }
-            let (method, body) = if keep_method || method == Method::GET || method == Method::HEAD {
-                let body = if prepared.body.is_empty() {
-                    RequestBody::Empty
-                } else {
-                    RequestBody::Bytes(prepared.body.clone())
+    // Not an `async fn`, for the same reason as `run`.
+    fn send<'s>(
+        &'s self,
+        prepared: &'s Prepared,
+        mut request: HttpRequest,
+    ) -> impl Future<Output = Result<RawResponse, Failure>> + 's {
+        async move {
+            let spec = self.ep.spec;
+            let mut hops = 0u32;
+            // The URL of the request in flight: the prepared one until a redirect.
+            let mut hop_url: Option<Url> = None;
+            let mut crossed = false;
+            let response = loop {
+                let method = request.method.clone();
+                let was_stream = matches!(request.body, RequestBody::Stream(_));
+                let response = self
+                    .inner
+                    .transport
+                    .send(request)
+                    .await
+                    .map_err(|e| self.transport_failure(e))?;
+                if !response.status.is_redirection() || self.inner.max_redirects == 0 {
+                    break response;
+                }
+                let url = hop_url.as_ref().unwrap_or(&prepared.url);
+                let Some(next) = redirect_target(url, &response.headers) else {
+                    break response;
                 };
-                (
-                    method,
-                    if keep_method {
-                        body
+                hops += 1;
+                if hops > self.inner.max_redirects {
+                    return Err(Failure::fatal(
+                        ApiError::new(ErrorKind::Redirect).with_message(format!(
+                            "more than {} redirects",
+                            self.inner.max_redirects
+                        )),
+                    ));
+                }
+                if url.scheme() == "https" && next.scheme() != "https" {
+                    return Err(Failure::fatal(
+                        ApiError::new(ErrorKind::Redirect)
+                            .with_message("a redirect from https to http was refused"),
+                    ));
+                }
+                let status = response.status;
+                drop(response);
+                let keep_method = matches!(
+                    status,
+                    StatusCode::TEMPORARY_REDIRECT | StatusCode::PERMANENT_REDIRECT
+                );
+                if keep_method && was_stream {
+                    return Err(Failure::fatal(
+                        ApiError::new(ErrorKind::Redirect).with_message(
+                            "a streamed request body cannot be sent again to the redirect target",
+                        ),
+                    ));
+                }
+                // Once a redirect has left the origin, credentials stay dropped, even if a
+                // later hop comes back.
+                crossed |= url.origin() != next.origin();
+                let mut headers = prepared.headers.clone();
+                if crossed {
+                    strip_credentials(&mut headers, spec.secrets);
+                }
+                let (method, body) =
+                    if keep_method || method == Method::GET || method == Method::HEAD {
+                        let body = if prepared.body.is_empty() {
+                            RequestBody::Empty
+                        } else {
+                            RequestBody::Bytes(prepared.body.clone())
+                        };
+                        (
+                            method,
+                            if keep_method {
+                                body
+                            } else {
+                                RequestBody::Empty
+                            },
+                        )
                     } else {
-                        RequestBody::Empty
-                    },
-                )
-            } else {
-                headers.remove(http::header::CONTENT_TYPE);
-                headers.remove(http::header::CONTENT_LENGTH);
-                (Method::GET, RequestBody::Empty)
+                        headers.remove(http::header::CONTENT_TYPE);
+                        headers.remove(http::header::CONTENT_LENGTH);
+                        (Method::GET, RequestBody::Empty)
+                    };
+                tracing::debug!(hop = hops, "following redirect");
+                hop_url = Some(next.clone());
+                request = HttpRequest {
+                    method,
+                    url: next,
+                    headers,
+                    body,
+                };
             };
-            tracing::debug!(hop = hops, "following redirect");
-            hop_url = Some(next.clone());
-            request = HttpRequest {
-                method,
-                url: next,
-                headers,
-                body,
-            };
-        };
-        self.read(response).await
+            self.read(response).await
+        }
     }
 
     fn transport_failure(&self, e: TransportError) -> Failure {
