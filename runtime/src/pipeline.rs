@@ -295,6 +295,7 @@ impl Call<'_> {
     /// (see [`crate::coalesce`]), whose shared execution runs this loop itself.
     // Not an `async fn`: its arguments are used where the block captured them, instead
     // of being stored twice (as arguments and again as locals) in the future.
+    #[allow(clippy::manual_async_fn)]
     pub(crate) fn run<'s>(
         &'s self,
         handle: Option<&'s Handle>,
@@ -613,6 +614,7 @@ impl Call<'_> {
 
     /// Send, follow redirects, read the body, classify the status.
     // Not an `async fn`, for the same reason as `run`.
+    #[allow(clippy::manual_async_fn)]
     fn send<'s>(
         &'s self,
         prepared: &'s Prepared,
