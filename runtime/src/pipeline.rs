@@ -783,7 +783,7 @@ impl Call<'_> {
             return Ok(RawResponse {
                 status: stream.status(),
                 headers,
-                body: RawBody::Streaming(stream),
+                body: RawBody::Streaming(Box::new(stream)),
                 endpoint: spec.name,
             });
         }

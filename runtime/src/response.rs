@@ -206,8 +206,9 @@ pub struct RawResponse {
 pub enum RawBody {
     /// Read whole (bounded by the size limit).
     Buffered(Bytes),
-    /// Still to read.
-    Streaming(ResponseStream),
+    /// Still to read. Boxed: the rare case should not make every response (moved up
+    /// through each layer of the pipeline) larger.
+    Streaming(Box<ResponseStream>),
 }
 
 pub mod decode {
@@ -351,7 +352,7 @@ pub mod decode {
         const STREAMING: bool = true;
         fn decode(raw: RawResponse) -> Result<ResponseStream, ApiError> {
             match raw.body {
-                RawBody::Streaming(s) => Ok(s),
+                RawBody::Streaming(s) => Ok(*s),
                 RawBody::Buffered(b) => Ok(ResponseStream::new(
                     raw.status,
                     raw.headers,
