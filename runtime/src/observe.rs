@@ -123,8 +123,9 @@ pub(crate) mod metrics_impl {
         endpoint: &'static str,
         partition: &str,
         outcome: &'static str,
-        took: Duration,
+        started: tokio::time::Instant,
     ) {
+        let took: Duration = started.elapsed();
         metrics::counter!("resilient_api_calls_total", "endpoint" => endpoint, "partition" => partition.to_owned(), "outcome" => outcome).increment(1);
         metrics::histogram!("resilient_api_call_duration_seconds", "endpoint" => endpoint, "partition" => partition.to_owned()).record(took.as_secs_f64());
     }
@@ -133,8 +134,6 @@ pub(crate) mod metrics_impl {
 /// No-op stand-ins when the `metrics` feature is off.
 #[cfg(not(feature = "metrics"))]
 pub(crate) mod metrics_impl {
-    use std::time::Duration;
-
     #[inline(always)]
     pub(crate) fn attempt(_endpoint: &'static str, _partition: &str) {}
 
@@ -146,7 +145,7 @@ pub(crate) mod metrics_impl {
         _endpoint: &'static str,
         _partition: &str,
         _outcome: &'static str,
-        _took: Duration,
+        _started: tokio::time::Instant,
     ) {
     }
 }

@@ -197,7 +197,7 @@ pub(crate) async fn execute(
             Ok(_) => "ok",
             Err(e) => e.kind().as_str(),
         },
-        start.elapsed(),
+        start,
     );
     match result {
         Ok(raw) => {
