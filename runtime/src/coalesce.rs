@@ -95,7 +95,10 @@ pub(crate) async fn join(
     headers.sort();
     let key = Key {
         endpoint: index,
-        url: prepared.url.as_str().to_owned(),
+        url: prepared
+            .url(inner, &inner.endpoints[index])
+            .as_str()
+            .to_owned(),
         headers,
     };
     let shared: SharedCall = {

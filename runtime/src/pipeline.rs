@@ -61,9 +61,20 @@ const ERROR_BODY_LIMIT: usize = 64 * 1024;
 /// A request ready to be sent any number of times.
 pub(crate) struct Prepared {
     pub(crate) method: Method,
-    pub(crate) url: Url,
+    /// `None`: the endpoint's URL parsed at build time, as it is (no query).
+    url: Option<Url>,
     pub(crate) headers: HeaderMap,
     pub(crate) body: Bytes,
+}
+
+impl Prepared {
+    /// The URL to send to.
+    pub(crate) fn url<'a>(&'a self, inner: &'a ClientInner, ep: &'a EndpointRuntime) -> &'a Url {
+        self.url
+            .as_ref()
+            .or(ep.fixed_url.as_ref())
+            .unwrap_or(&inner.base)
+    }
 }
 
 /// An attempt's result, with its breaker outcome still to record.
@@ -218,20 +229,29 @@ pub(crate) async fn execute(
 /// Base URL, rendered path and query; client, API and call headers; the idempotency key.
 fn prepare(inner: &ClientInner, ep: &EndpointRuntime, request: &mut RequestBuilder) -> Prepared {
     let spec = ep.spec;
-    let mut url = match &ep.fixed_url {
-        Some(url) => url.clone(),
-        None => {
-            let mut url = inner.base.clone();
-            let mut path = String::with_capacity(inner.base_path.len() + spec.template.len() + 16);
-            path.push_str(&inner.base_path);
-            request.render_path_into(&mut path);
-            url.set_path(&path);
-            url
+    // A parameterless endpoint without a query is sent to the URL parsed at build
+    // time: nothing to clone here, one clone per attempt.
+    let url = match (&ep.fixed_url, request.query.is_empty()) {
+        (Some(_), true) => None,
+        (fixed, _) => {
+            let mut url = match fixed {
+                Some(url) => url.clone(),
+                None => {
+                    let mut url = inner.base.clone();
+                    let mut path =
+                        String::with_capacity(inner.base_path.len() + spec.template.len() + 16);
+                    path.push_str(&inner.base_path);
+                    request.render_path_into(&mut path);
+                    url.set_path(&path);
+                    url
+                }
+            };
+            if !request.query.is_empty() {
+                url.set_query(Some(&request.query));
+            }
+            Some(url)
         }
     };
-    if !request.query.is_empty() {
-        url.set_query(Some(&request.query));
-    }
     let call_headers = std::mem::take(&mut request.headers);
     let mut headers = if inner.headers.is_empty() {
         call_headers
@@ -517,7 +537,7 @@ impl Call<'_> {
         };
         let mut request = HttpRequest {
             method: prepared.method.clone(),
-            url: prepared.url.clone(),
+            url: prepared.url(self.inner, self.ep).clone(),
             headers: prepared.headers.clone(),
             body: match stream_body {
                 Some(s) => s,
@@ -638,7 +658,9 @@ impl Call<'_> {
                 if !response.status.is_redirection() || self.inner.max_redirects == 0 {
                     break response;
                 }
-                let url = hop_url.as_ref().unwrap_or(&prepared.url);
+                let url = hop_url
+                    .as_ref()
+                    .unwrap_or(prepared.url(self.inner, self.ep));
                 let Some(next) = redirect_target(url, &response.headers) else {
                     break response;
                 };
