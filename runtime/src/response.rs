@@ -254,6 +254,10 @@ pub mod decode {
         let Some(ct) = headers.get(http::header::CONTENT_TYPE) else {
             return true;
         };
+        // The common answer, without splitting or trimming.
+        if ct.as_bytes().eq_ignore_ascii_case(b"application/json") {
+            return true;
+        }
         let Ok(ct) = ct.to_str() else { return false };
         let essence = ct.split(';').next().unwrap_or("").trim();
         let is = |m: &str| essence.eq_ignore_ascii_case(m);
