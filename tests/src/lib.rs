@@ -109,6 +109,14 @@ where
     assert_nothing_leaked(t);
 }
 
+/// "Nothing is dispatched later": exactly `expected` dispatches now, and still after
+/// `quiet` more time on the (paused) clock.
+pub async fn assert_no_late_dispatch(t: &ScriptedTransport, expected: usize, quiet: Duration) {
+    assert_eq!(t.attempts(), expected, "dispatches before the quiet period");
+    tokio::time::sleep(quiet).await;
+    assert_eq!(t.attempts(), expected, "a dispatch came later");
+}
+
 /// Read one HTTP/1.1 request (head and `content-length` body) from `sock`, for the
 /// tests' raw loopback servers (the ones that must misbehave in ways wiremock cannot,
 /// such as cutting a body short).

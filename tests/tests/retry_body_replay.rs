@@ -125,8 +125,7 @@ async fn s11_retry_body_replay_stream() {
     assert_eq!(sent[0].body.len(), 20);
     assert_eq!(sent[0].body.as_ref(), PAYLOAD.as_bytes());
 
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(t.attempts(), 1);
+    tests::assert_no_late_dispatch(&t, 1, Duration::from_secs(1)).await;
     assert_nothing_leaked(&t);
 
     // A fresh stream on the same client goes out whole, once.

@@ -94,8 +94,7 @@ async fn s13_retry_hook_error_predicate() {
     assert_hook_error(&e, "predicate");
     assert_eq!(e.attempts(), 1);
     assert_eq!(t.attempts(), 1);
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(t.attempts(), 1);
+    tests::assert_no_late_dispatch(&t, 1, Duration::from_secs(1)).await;
 
     // The 200 the failed call never reached goes to the next call.
     assert_eq!(api.resource().await.unwrap(), "spare");
@@ -150,8 +149,7 @@ async fn s13_retry_hook_error_on_retry() {
     assert_hook_error(&e, "on_retry");
     assert_eq!(e.attempts(), 1);
     assert_eq!(t.attempts(), 1);
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(t.attempts(), 1);
+    tests::assert_no_late_dispatch(&t, 1, Duration::from_secs(1)).await;
 
     assert_eq!(api.resource().await.unwrap(), "spare");
     assert_follow_up(&api, &t).await;
@@ -182,8 +180,7 @@ async fn s13_retry_hook_error_middleware() {
     assert_eq!(clock.now_ms(), 0);
     assert_hook_error(&e, "middleware");
     assert_eq!(t.attempts(), 0, "dispatched despite the middleware's error");
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(t.attempts(), 0);
+    tests::assert_no_late_dispatch(&t, 0, Duration::from_secs(1)).await;
 
     assert_follow_up(&api, &t).await;
     // Once for the failed call, then once per attempt of the follow-up.
@@ -215,8 +212,7 @@ async fn s13_retry_hook_error_predicate_panics() {
     assert_eq!(clock.now_ms(), 0);
     assert_panic(err, "predicate panicked");
     assert_eq!(t.attempts(), 1);
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(t.attempts(), 1);
+    tests::assert_no_late_dispatch(&t, 1, Duration::from_secs(1)).await;
 
     assert_eq!(api.resource().await.unwrap(), "spare");
     assert_follow_up(&api, &t).await;
@@ -247,8 +243,7 @@ async fn s13_retry_hook_error_on_retry_panics() {
     assert_eq!(clock.now_ms(), 0);
     assert_panic(err, "on_retry panicked");
     assert_eq!(t.attempts(), 1);
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(t.attempts(), 1);
+    tests::assert_no_late_dispatch(&t, 1, Duration::from_secs(1)).await;
 
     assert_eq!(api.resource().await.unwrap(), "spare");
     assert_follow_up(&api, &t).await;
@@ -276,8 +271,7 @@ async fn s13_retry_hook_error_middleware_panics() {
     assert_eq!(clock.now_ms(), 0);
     assert_panic(err, "middleware panicked");
     assert_eq!(t.attempts(), 0);
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(t.attempts(), 0);
+    tests::assert_no_late_dispatch(&t, 0, Duration::from_secs(1)).await;
 
     // The middleware held the only bulkhead slot when it panicked.
     assert_follow_up(&api, &t).await;
