@@ -51,6 +51,7 @@ use crate::circuit_breaker::AdmissionGuard;
 use crate::circuit_breaker::state::Outcome;
 use crate::client::{ClientInner, EndpointRuntime, Handle, RetryEvent};
 use crate::error::{ApiError, ErrorKind};
+use crate::rate_limit::{RateLimitToken, RateLimiter};
 use crate::request::{RequestBody, RequestBuilder};
 use crate::response::{RawBody, RawResponse, ResponseStream};
 use crate::transport::{HttpRequest, HttpResponse, TransportError, TransportErrorKind};
@@ -103,6 +104,36 @@ impl Verdict<'_> {
     pub(crate) fn ignore(self) {
         self.admission
             .record(Outcome::Ignored, self.latency, self.ended);
+    }
+}
+
+/// A rate-limit token taken for an attempt that has not been sent yet. Every way out
+/// before dispatch (a refusal, a failing or panicking middleware, a drop) gives the
+/// token back; [`Unsent::dispatched`] keeps it spent.
+struct Unsent<'a> {
+    limiter: &'a RateLimiter,
+    token: Option<RateLimitToken>,
+}
+
+impl<'a> Unsent<'a> {
+    fn new(limiter: &'a RateLimiter, token: RateLimitToken) -> Self {
+        Unsent {
+            limiter,
+            token: Some(token),
+        }
+    }
+
+    fn dispatched(mut self) {
+        // Spent: taken out so `Drop` does not give it back.
+        let _spent = self.token.take();
+    }
+}
+
+impl Drop for Unsent<'_> {
+    fn drop(&mut self) {
+        if let Some(token) = self.token.take() {
+            self.limiter.refund(token);
+        }
     }
 }
 
@@ -514,26 +545,24 @@ impl Call<'_> {
             None => None,
         };
         let token = match &partition.rate_limit {
-            Some(rl) => Some(rl.acquire(self.deadline).await.map_err(|r| {
-                let mut e = ApiError::new(ErrorKind::RateLimited);
-                e.set_retry_at(
-                    r.retry_at,
-                    r.retry_at.saturating_duration_since(Instant::now()),
-                );
-                Failure::fatal(e)
-            })?),
+            Some(rl) => Some(Unsent::new(
+                rl,
+                rl.acquire(self.deadline).await.map_err(|r| {
+                    let mut e = ApiError::new(ErrorKind::RateLimited);
+                    e.set_retry_at(
+                        r.retry_at,
+                        r.retry_at.saturating_duration_since(Instant::now()),
+                    );
+                    Failure::fatal(e)
+                })?,
+            )),
             None => None,
         };
         // No await from here to dispatch: one clock read serves admission and timing.
         let started = Instant::now();
         let admission = match breaker.admit(started) {
             Ok(a) => a,
-            Err(r) => {
-                if let (Some(rl), Some(t)) = (&partition.rate_limit, token) {
-                    rl.refund(t);
-                }
-                return Err(Failure::fatal(circuit_open(r.until)));
-            }
+            Err(r) => return Err(Failure::fatal(circuit_open(r.until))),
         };
         let mut request = HttpRequest {
             method: prepared.method.clone(),
@@ -547,16 +576,16 @@ impl Call<'_> {
         };
         for m in &self.inner.hooks.middleware {
             if let Err(e) = m(&mut request) {
-                // Never dispatched: the token goes back.
-                if let (Some(rl), Some(t)) = (&partition.rate_limit, token) {
-                    rl.refund(t);
-                }
                 return Err(Failure::fatal(
                     ApiError::new(ErrorKind::Hook)
                         .with_message("request middleware failed")
                         .with_source(e),
                 ));
             }
+        }
+        // Dispatched from here on: the token is spent.
+        if let Some(token) = token {
+            token.dispatched();
         }
         // Only a dispatched attempt counts as one.
         self.attempts.fetch_max(resend + 1, Ordering::Relaxed);

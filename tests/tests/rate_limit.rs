@@ -212,3 +212,46 @@ async fn rate_limit_cancelled_waiter_takes_no_token() {
     assert_eq!(t.dispatch_times(), vec![ms(0), ms(100)]);
     nothing_leaks_and_client_still_works(&api, &t).await;
 }
+
+/// A middleware that fails on its first use and panics on its second.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 0),
+    rate_limit(per_second = 10, burst = 1)
+)]
+pub trait Guarded {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+#[tokio::test(start_paused = true)]
+async fn rate_limit_token_of_an_attempt_never_sent_goes_back() {
+    let t = ScriptedTransport::new([Step::status(200).body("ok")]);
+    let uses = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = uses.clone();
+    let api: GuardedClient = tests::scripted_builder(&t)
+        .middleware(
+            move |_| match seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+                0 => Err("no token today".into()),
+                1 => panic!("middleware panicked"),
+                _ => Ok(()),
+            },
+        )
+        .build()
+        .expect("builds");
+    let clock = Clock::start();
+    let e = api.resource().await.expect_err("middleware error");
+    assert_eq!(e.kind(), ErrorKind::Hook);
+    let api2 = api.clone();
+    let panicked = tokio::spawn(async move { api2.resource().await }).await;
+    assert!(
+        panicked
+            .expect_err("the panic reaches the caller")
+            .is_panic()
+    );
+    // Neither attempt was sent, so both tokens came back: the third call goes at once.
+    assert_eq!(api.resource().await.expect("served"), "ok");
+    assert_eq!(clock.now_ms(), 0);
+    assert_eq!(t.attempts(), 1);
+    assert_nothing_leaked(&t);
+}
