@@ -265,9 +265,15 @@ impl Handle {
     }
 
     /// Run one call through the pipeline and decode its result.
-    pub async fn call<D: Decoder>(&self, request: RequestBuilder) -> Result<D::Output, ApiError> {
-        let raw = crate::pipeline::execute(self, request, D::STREAMING).await?;
-        D::decode(raw)
+    ///
+    /// The pipeline's future with the decoder mapped over it: no wrapping future that
+    /// would move the pipeline's (large) state once more on every call.
+    pub fn call<D: Decoder>(
+        &self,
+        request: RequestBuilder,
+    ) -> impl Future<Output = Result<D::Output, ApiError>> + Send + '_ {
+        use futures_util::FutureExt;
+        crate::pipeline::execute(self, request, D::STREAMING).map(|raw| raw.and_then(D::decode))
     }
 }
 

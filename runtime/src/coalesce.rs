@@ -151,6 +151,8 @@ fn start(inner: Arc<ClientInner>, index: usize, prepared: Prepared) -> SharedCal
             deadline: None,
             attempts: &attempts,
             streaming: false,
+            clock: crate::timeout::AttemptClock::new(),
+            driven: false,
         };
         let result = call.run(None, prepared, RequestBody::Empty).await;
         match result {

@@ -40,11 +40,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use futures_util::StreamExt;
+use futures_util::{StreamExt, TryFutureExt};
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use std::future::Future;
 use std::task::Poll;
-use tokio::time::{Instant, sleep, sleep_until};
+use tokio::time::{Instant, Sleep, sleep, sleep_until};
 use url::Url;
 
 use crate::circuit_breaker::AdmissionGuard;
@@ -54,6 +54,7 @@ use crate::error::{ApiError, ErrorKind};
 use crate::rate_limit::{RateLimitToken, RateLimiter};
 use crate::request::{RequestBody, RequestBuilder};
 use crate::response::{RawBody, RawResponse, ResponseStream};
+use crate::timeout::AttemptClock;
 use crate::transport::{HttpRequest, HttpResponse, TransportError, TransportErrorKind};
 
 /// Error bodies are kept up to this size.
@@ -158,101 +159,165 @@ impl Failure {
 
 /// Run one call: build its request, then the retry loop under one deadline and the
 /// caller's cancellation.
-pub(crate) async fn execute(
+// Not an `async fn`: the request is captured once instead of being stored twice (as
+// an argument and again as a local) in the call's future.
+#[allow(clippy::manual_async_fn)]
+pub(crate) fn execute(
     handle: &Handle,
     mut request: RequestBuilder,
     streaming: bool,
-) -> Result<RawResponse, ApiError> {
-    let inner = &*handle.inner;
-    let spec = request.spec;
-    let ep = &inner.endpoints[spec.index];
-    let attempts = AtomicU32::new(0);
-    let finish = |mut e: ApiError| {
-        e.set_endpoint(spec.name);
-        e.set_attempts(attempts.load(Ordering::Relaxed));
-        e
-    };
-    if let Some(invalid) = request.error.take() {
-        return Err(finish(
-            ApiError::new(ErrorKind::InvalidRequest)
-                .with_message(invalid.to_string())
-                .with_source(invalid),
-        ));
-    }
+) -> impl Future<Output = Result<RawResponse, ApiError>> + Send + '_ {
+    async move {
+        let inner = &*handle.inner;
+        let spec = request.spec;
+        let ep = &inner.endpoints[spec.index];
+        let attempts = AtomicU32::new(0);
+        let finish = |mut e: ApiError| {
+            e.set_endpoint(spec.name);
+            e.set_attempts(attempts.load(Ordering::Relaxed));
+            e
+        };
+        if let Some(invalid) = request.error.take() {
+            return Err(finish(
+                ApiError::new(ErrorKind::InvalidRequest)
+                    .with_message(invalid.to_string())
+                    .with_source(invalid),
+            ));
+        }
 
-    let start = Instant::now();
-    // An open breaker refuses before anything is built, queued or armed.
-    if let Err(r) = ep.partition.breaker.check(start) {
-        return Err(finish(circuit_open(r.until)));
-    }
-    let total = match (spec.policy.total_timeout, handle.options.deadline) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    };
-    let deadline = total.and_then(|t| start.checked_add(t));
-    let span = tracing::debug_span!(
-        "http.client",
-        "http.request.method" = spec.verb.as_str(),
-        "url.template" = spec.template,
-        "endpoint" = spec.name,
-        "http.response.status_code" = tracing::field::Empty,
-    );
-    let prepared = prepare(inner, ep, &mut request);
-    let body = std::mem::take(&mut request.body);
-    let call = Call {
-        inner,
-        start,
-        ep,
-        deadline,
-        attempts: &attempts,
-        streaming,
-    };
-    let coalesce = spec.policy.coalesce
-        && spec.idempotent
-        && !streaming
-        && !matches!(body, RequestBody::Stream(_));
-    let cancel = handle.options.cancel.as_ref();
-    // Pinned where it is built, so it is stored once in this future.
-    // Pinned where it is built, so it is stored once in this future.
-    let mut work = std::pin::pin!(call.run(coalesce.then_some(handle), prepared, body));
-    let result = tokio::select! {
-        biased;
-        () = async { match cancel { Some(t) => t.cancelled().await, None => std::future::pending().await } } => {
-            Err(ApiError::new(ErrorKind::Cancelled))
+        let start = Instant::now();
+        // An open breaker refuses before anything is built, queued or armed.
+        if let Err(r) = ep.partition.breaker.check(start) {
+            return Err(finish(circuit_open(r.until)));
         }
-        () = async { match deadline { Some(d) => sleep_until(d).await, None => std::future::pending().await } } => {
-            Err(ApiError::new(ErrorKind::Deadline).with_message(format!(
-                "the call's deadline of {:?} passed", total.unwrap_or_default()
-            )))
-        }
-        r = std::future::poll_fn(|cx| {
-            // Polled inside the call's span without a wrapper to move the work into.
-            let _entered = span.enter();
-            work.as_mut().poll(cx)
-        }) => r,
-    };
-    let partition = ep.partition.name.as_str();
-    crate::observe::metrics_impl::call(
-        spec.name,
-        partition,
-        match &result {
-            Ok(_) => "ok",
-            Err(e) => e.kind().as_str(),
-        },
-        start,
-    );
-    match result {
-        Ok(raw) => {
-            span.record("http.response.status_code", raw.status.as_u16());
-            Ok(raw)
-        }
-        Err(e) => {
-            if let Some(s) = e.status() {
-                span.record("http.response.status_code", s);
+        let total = match (spec.policy.total_timeout, handle.options.deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let deadline = total.and_then(|t| start.checked_add(t));
+        let span = tracing::debug_span!(
+            "http.client",
+            "http.request.method" = spec.verb.as_str(),
+            "url.template" = spec.template,
+            "endpoint" = spec.name,
+            "http.response.status_code" = tracing::field::Empty,
+        );
+        let prepared = prepare(inner, ep, &mut request);
+        let body = std::mem::take(&mut request.body);
+        let call = Call {
+            inner,
+            start,
+            ep,
+            deadline,
+            attempts: &attempts,
+            streaming,
+            clock: AttemptClock::new(),
+            driven: true,
+        };
+        let coalesce = spec.policy.coalesce
+            && spec.idempotent
+            && !streaming
+            && !matches!(body, RequestBody::Stream(_));
+        let cancel = handle.options.cancel.as_ref();
+        let mut cancelled = std::pin::pin!(async {
+            match cancel {
+                Some(t) => t.cancelled().await,
+                None => std::future::pending().await,
             }
-            let e = finish(e);
-            tracing::debug!(parent: &span, error = %e, "call failed");
-            Err(e)
+        });
+        let deadline_passed = || {
+            Err(ApiError::new(ErrorKind::Deadline).with_message(format!(
+                "the call's deadline of {:?} passed",
+                total.unwrap_or_default()
+            )))
+        };
+        // Pinned where it is built, so it is stored once in this future.
+        let mut work = std::pin::pin!(call.run(coalesce.then_some(handle), prepared, body));
+        // The call's one timer, armed at the deadline or the running attempt's limit,
+        // whichever comes first (see `AttemptClock`).
+        let mut timer = std::pin::pin!(None::<Sleep>);
+        let mut armed: Option<Instant> = None;
+        let mut first = true;
+        let result = std::future::poll_fn(|cx| {
+            // Cancellation first, then the deadline, then the work: when they are due in
+            // the same tick, the caller's own word wins, then the deadline.
+            if cancelled.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Err(ApiError::new(ErrorKind::Cancelled)));
+            }
+            if std::mem::take(&mut first) && deadline.is_some_and(|d| d <= start) {
+                return Poll::Ready(deadline_passed());
+            }
+            if let (Some(at), Some(sleep)) = (armed, timer.as_mut().as_pin_mut())
+                && sleep.poll(cx).is_ready()
+            {
+                if deadline.is_some_and(|d| at >= d) {
+                    return Poll::Ready(deadline_passed());
+                }
+                // The running attempt's limit: the attempt sees it when polled below.
+                call.clock.fire();
+                armed = None;
+            }
+            loop {
+                {
+                    // Polled inside the call's span without a wrapper to move the work into.
+                    let _entered = span.enter();
+                    if let Poll::Ready(r) = work.as_mut().poll(cx) {
+                        return Poll::Ready(r);
+                    }
+                }
+                let target = match (deadline, call.clock.until(start)) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                // Unchanged: already polled in this poll, above or in the last round.
+                if target == armed {
+                    return Poll::Pending;
+                }
+                armed = target;
+                let Some(at) = target else {
+                    timer.set(None);
+                    return Poll::Pending;
+                };
+                match timer.as_mut().as_pin_mut() {
+                    Some(sleep) => sleep.reset(at),
+                    None => timer.set(Some(sleep_until(at))),
+                }
+                if let Some(sleep) = timer.as_mut().as_pin_mut()
+                    && sleep.poll(cx).is_pending()
+                {
+                    return Poll::Pending;
+                }
+                if deadline.is_some_and(|d| at >= d) {
+                    return Poll::Ready(deadline_passed());
+                }
+                call.clock.fire();
+                armed = None;
+            }
+        })
+        .await;
+        let partition = ep.partition.name.as_str();
+        crate::observe::metrics_impl::call(
+            spec.name,
+            partition,
+            match &result {
+                Ok(_) => "ok",
+                Err(e) => e.kind().as_str(),
+            },
+            start,
+        );
+        match result {
+            Ok(raw) => {
+                span.record("http.response.status_code", raw.status.as_u16());
+                Ok(raw)
+            }
+            Err(e) => {
+                if let Some(s) = e.status() {
+                    span.record("http.response.status_code", s);
+                }
+                let e = finish(e);
+                tracing::debug!(parent: &span, error = %e, "call failed");
+                Err(e)
+            }
         }
     }
 }
@@ -339,6 +404,11 @@ pub(crate) struct Call<'a> {
     pub(crate) deadline: Option<Instant>,
     pub(crate) attempts: &'a AtomicU32,
     pub(crate) streaming: bool,
+    /// The running attempt's limit, for the call's one timer.
+    pub(crate) clock: AttemptClock,
+    /// Whether [`execute`]'s timer drives this call's plain attempts; when not, each
+    /// attempt keeps a timer of its own.
+    pub(crate) driven: bool,
 }
 
 impl Call<'_> {
@@ -391,7 +461,7 @@ impl Call<'_> {
                     // The inner attempt is awaited right here, one nesting level less
                     // for every call to move.
                     _ => match self
-                        .attempt_inner(&prepared, stream_body.take(), first - 1)
+                        .attempt_inner(&prepared, stream_body.take(), first - 1, self.driven)
                         .await
                     {
                         Ok((result, verdict)) => {
@@ -503,7 +573,10 @@ impl Call<'_> {
         stream_body: Option<RequestBody>,
         resend: u32,
     ) -> Attempted<'_> {
-        match self.attempt_inner(prepared, stream_body, resend).await {
+        match self
+            .attempt_inner(prepared, stream_body, resend, false)
+            .await
+        {
             Ok((result, verdict)) => Attempted {
                 result,
                 verdict: Some(verdict),
@@ -519,11 +592,15 @@ impl Call<'_> {
     /// limit, breaker admission, attempt timeout, transport, classification. `Err` is a
     /// refusal before admission; `Ok` carries the result and the breaker verdict the
     /// caller records (at once, or after a hedged round).
+    ///
+    /// `driven`: the call's timer enforces the attempt timeout (see
+    /// [`AttemptClock`]); otherwise the attempt arms a timer of its own.
     async fn attempt_inner(
         &self,
         prepared: &Prepared,
         stream_body: Option<RequestBody>,
         resend: u32,
+        driven: bool,
     ) -> Result<(Result<RawResponse, Failure>, Verdict<'_>), Failure> {
         let partition = &*self.ep.partition;
         let breaker = &partition.breaker;
@@ -564,25 +641,33 @@ impl Call<'_> {
             Ok(a) => a,
             Err(r) => return Err(Failure::fatal(circuit_open(r.until))),
         };
-        let mut request = HttpRequest {
-            method: prepared.method.clone(),
-            url: prepared.url(self.inner, self.ep).clone(),
-            headers: prepared.headers.clone(),
-            body: match stream_body {
-                Some(s) => s,
-                None if prepared.body.is_empty() => RequestBody::Empty,
-                None => RequestBody::Bytes(prepared.body.clone()),
-            },
-        };
-        for m in &self.inner.hooks.middleware {
-            if let Err(e) = m(&mut request) {
-                return Err(Failure::fatal(
-                    ApiError::new(ErrorKind::Hook)
-                        .with_message("request middleware failed")
-                        .with_source(e),
-                ));
+        // Built in a block, so the request is not kept in the attempt's future next to
+        // the copy the dispatch owns.
+        let work = {
+            let mut request = HttpRequest {
+                method: prepared.method.clone(),
+                url: prepared.url(self.inner, self.ep).clone(),
+                headers: prepared.headers.clone(),
+                body: match stream_body {
+                    Some(s) => s,
+                    None if prepared.body.is_empty() => RequestBody::Empty,
+                    None => RequestBody::Bytes(prepared.body.clone()),
+                },
+            };
+            for m in &self.inner.hooks.middleware {
+                if let Err(e) = m(&mut request) {
+                    return Err(Failure::fatal(
+                        ApiError::new(ErrorKind::Hook)
+                            .with_message("request middleware failed")
+                            .with_source(e),
+                    ));
+                }
             }
-        }
+            // Sending and reading one after the other: the read's state takes the
+            // place of the dispatch's instead of sitting beside it.
+            self.dispatch(prepared, request)
+                .and_then(|response| self.read(response))
+        };
         // Dispatched from here on: the token is spent.
         if let Some(token) = token {
             token.dispatched();
@@ -598,27 +683,36 @@ impl Call<'_> {
         let policy = &self.ep.spec.policy;
         // Pinned in place and polled inside the span: no wrapper future to move the
         // attempt's (large) state into.
-        let mut work = std::pin::pin!(self.send(prepared, request));
+        let mut work = std::pin::pin!(work);
         let until = policy.attempt_timeout.and_then(|t| started.checked_add(t));
-        let mut expiry = std::pin::pin!(async {
-            match until {
-                Some(at) => sleep_until(at).await,
-                None => std::future::pending().await,
-            }
+        let mut expiry = std::pin::pin!(match until {
+            Some(at) if !driven => Some(sleep_until(at)),
+            _ => None,
         });
+        if driven {
+            self.clock.arm(self.start, until);
+        }
         let result = std::future::poll_fn(|cx| {
             let _entered = span.enter();
             if let Poll::Ready(r) = work.as_mut().poll(cx) {
                 return Poll::Ready(r);
             }
-            match expiry.as_mut().poll(cx) {
-                Poll::Ready(()) => Poll::Ready(Err(
+            let expired = match expiry.as_mut().as_pin_mut() {
+                Some(sleep) => sleep.poll(cx).is_ready(),
+                None => driven && self.clock.fired(),
+            };
+            if expired {
+                Poll::Ready(Err(
                     self.attempt_timeout(policy.attempt_timeout.unwrap_or_default())
-                )),
-                Poll::Pending => Poll::Pending,
+                ))
+            } else {
+                Poll::Pending
             }
         })
         .await;
+        if driven {
+            self.clock.disarm();
+        }
         let ended = Instant::now();
         let latency = ended.saturating_duration_since(started);
         let outcome = match &result {
@@ -661,14 +755,14 @@ impl Call<'_> {
         }
     }
 
-    /// Send, follow redirects, read the body, classify the status.
+    /// Send and follow redirects, up to the final response's head.
     // Not an `async fn`, for the same reason as `run`.
     #[allow(clippy::manual_async_fn)]
-    fn send<'s>(
+    fn dispatch<'s>(
         &'s self,
         prepared: &'s Prepared,
         mut request: HttpRequest,
-    ) -> impl Future<Output = Result<RawResponse, Failure>> + 's {
+    ) -> impl Future<Output = Result<HttpResponse, Failure>> + Send + 's {
         async move {
             let spec = self.ep.spec;
             let mut hops = 0u32;
@@ -757,7 +851,7 @@ impl Call<'_> {
                     body,
                 };
             };
-            self.read(response).await
+            Ok(response)
         }
     }
 
@@ -781,84 +875,88 @@ impl Call<'_> {
     }
 
     /// Read (or hand over) the body and classify the status.
-    async fn read(&self, response: HttpResponse) -> Result<RawResponse, Failure> {
-        let spec = self.ep.spec;
-        let HttpResponse {
-            status,
-            headers,
-            body,
-        } = response;
-        if !status.is_success() && !status.is_redirection() {
-            let (bytes, _) = read_bounded(body, ERROR_BODY_LIMIT as u64, true).await;
-            let code = status.as_u16();
-            let retryable = spec.idempotent && spec.policy.retry.retries_status(code);
-            let server_wait = if retryable {
-                crate::retry::retry_after::server_wait(
-                    &headers,
-                    (self.inner.wall_clock)(),
-                    spec.policy.retry.retry_after_cap,
-                )
-            } else {
-                None
-            };
-            return Err(Failure {
-                error: ApiError::new(ErrorKind::Status).with_status(
-                    code,
-                    headers,
-                    bytes.unwrap_or_default(),
-                ),
-                retryable,
-                server_wait,
-            });
-        }
-        let limit = self.limit();
-        if let Some(len) = content_length(&headers)
-            && len > limit
-        {
-            return Err(Failure::fatal(too_large(limit)));
-        }
-        if self.streaming {
-            let idle = spec
-                .policy
-                .attempt_timeout
-                .unwrap_or(Duration::from_secs(30));
-            let stream = ResponseStream::new(
-                status,
-                headers.clone(),
-                body,
-                self.deadline,
-                idle,
-                limit,
-                spec.name,
-            );
-            return Ok(RawResponse {
-                status: stream.status(),
-                headers,
-                body: RawBody::Streaming(Box::new(stream)),
-                endpoint: spec.name,
-            });
-        }
-        match read_bounded(body, limit, false).await {
-            (Some(bytes), None) => Ok(RawResponse {
-                status,
-                headers,
-                body: RawBody::Buffered(bytes),
-                endpoint: spec.name,
-            }),
-            (_, Some(ReadError::TooLarge)) => Err(Failure::fatal(too_large(limit))),
-            (_, Some(ReadError::Transport(e))) => Err(Failure {
-                error: ApiError::new(ErrorKind::Transport)
-                    .with_message("the response body was cut short")
-                    .with_source(e),
-                retryable: spec.idempotent,
-                server_wait: None,
-            }),
-            (None, None) => Ok(RawResponse {
-                status,
-                headers,
-                body: RawBody::Buffered(Bytes::new()),
-                endpoint: spec.name,
-            }),
+    // Not an `async fn`, and the response is not taken apart into locals: its parts
+    // are stored once in the future.
+    #[allow(clippy::manual_async_fn)]
+    fn read(
+        &self,
+        response: HttpResponse,
+    ) -> impl Future<Output = Result<RawResponse, Failure>> + Send + '_ {
+        async move {
+            let spec = self.ep.spec;
+            let status = response.status;
+            if !status.is_success() && !status.is_redirection() {
+                let (bytes, _) = read_bounded(response.body, ERROR_BODY_LIMIT as u64, true).await;
+                let code = status.as_u16();
+                let retryable = spec.idempotent && spec.policy.retry.retries_status(code);
+                let server_wait = if retryable {
+                    crate::retry::retry_after::server_wait(
+                        &response.headers,
+                        (self.inner.wall_clock)(),
+                        spec.policy.retry.retry_after_cap,
+                    )
+                } else {
+                    None
+                };
+                return Err(Failure {
+                    error: ApiError::new(ErrorKind::Status).with_status(
+                        code,
+                        response.headers,
+                        bytes.unwrap_or_default(),
+                    ),
+                    retryable,
+                    server_wait,
+                });
+            }
+            let limit = self.limit();
+            if let Some(len) = content_length(&response.headers)
+                && len > limit
+            {
+                return Err(Failure::fatal(too_large(limit)));
+            }
+            if self.streaming {
+                let idle = spec
+                    .policy
+                    .attempt_timeout
+                    .unwrap_or(Duration::from_secs(30));
+                let stream = ResponseStream::new(
+                    status,
+                    response.headers.clone(),
+                    response.body,
+                    self.deadline,
+                    idle,
+                    limit,
+                    spec.name,
+                );
+                return Ok(RawResponse {
+                    status: stream.status(),
+                    headers: response.headers,
+                    body: RawBody::Streaming(Box::new(stream)),
+                    endpoint: spec.name,
+                });
+            }
+            match read_bounded(response.body, limit, false).await {
+                (Some(bytes), None) => Ok(RawResponse {
+                    status,
+                    headers: response.headers,
+                    body: RawBody::Buffered(bytes),
+                    endpoint: spec.name,
+                }),
+                (_, Some(ReadError::TooLarge)) => Err(Failure::fatal(too_large(limit))),
+                (_, Some(ReadError::Transport(e))) => Err(Failure {
+                    error: ApiError::new(ErrorKind::Transport)
+                        .with_message("the response body was cut short")
+                        .with_source(e),
+                    retryable: spec.idempotent,
+                    server_wait: None,
+                }),
+                (None, None) => Ok(RawResponse {
+                    status,
+                    headers: response.headers,
+                    body: RawBody::Buffered(Bytes::new()),
+                    endpoint: spec.name,
+                }),
+            }
         }
     }
 }

@@ -42,3 +42,92 @@
 //! }
 //! # }
 //! ```
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// No attempt is running, or the running one has no time limit.
+const UNARMED: u64 = u64::MAX;
+
+/// The running attempt's time limit, kept where the call's one timer can see it.
+///
+/// A plain call has a single tokio timer, armed at whichever comes first of its
+/// deadline and its running attempt's limit, and re-armed as attempts start and end:
+/// one timer registration per call instead of two. When the timer fires for the
+/// attempt, the call marks it fired and polls the attempt, which ends with
+/// `AttemptTimeout`. Attempts the call's timer does not drive (hedged branches, a
+/// coalesced execution) keep a timer of their own.
+#[derive(Debug)]
+pub(crate) struct AttemptClock {
+    /// The limit, in nanoseconds after the call's start; [`UNARMED`] if none.
+    until: AtomicU64,
+    fired: AtomicBool,
+}
+
+impl AttemptClock {
+    pub(crate) const fn new() -> Self {
+        AttemptClock {
+            until: AtomicU64::new(UNARMED),
+            fired: AtomicBool::new(false),
+        }
+    }
+
+    /// An attempt starts; it must end by `until` (if given).
+    pub(crate) fn arm(&self, start: Instant, until: Option<Instant>) {
+        let nanos = until.map_or(UNARMED, |u| {
+            u64::try_from(u.saturating_duration_since(start).as_nanos()).unwrap_or(UNARMED)
+        });
+        self.until.store(nanos, Ordering::Relaxed);
+        self.fired.store(false, Ordering::Relaxed);
+    }
+
+    /// The attempt ended.
+    pub(crate) fn disarm(&self) {
+        self.until.store(UNARMED, Ordering::Relaxed);
+        self.fired.store(false, Ordering::Relaxed);
+    }
+
+    /// The running attempt's limit, if any.
+    pub(crate) fn until(&self, start: Instant) -> Option<Instant> {
+        match self.until.load(Ordering::Relaxed) {
+            UNARMED => None,
+            nanos => start.checked_add(Duration::from_nanos(nanos)),
+        }
+    }
+
+    /// The call's timer reached the running attempt's limit.
+    pub(crate) fn fire(&self) {
+        self.fired.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the running attempt's limit was reached.
+    pub(crate) fn fired(&self) -> bool {
+        self.fired.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_clock_keeps_the_limit_and_forgets_it() {
+        let start = Instant::now();
+        let clock = AttemptClock::new();
+        assert_eq!(clock.until(start), None);
+        let until = start + Duration::from_millis(100);
+        clock.arm(start, Some(until));
+        assert_eq!(clock.until(start), Some(until));
+        assert!(!clock.fired());
+        clock.fire();
+        assert!(clock.fired());
+        clock.arm(start, Some(until + Duration::from_millis(1)));
+        assert!(!clock.fired(), "a new attempt starts unfired");
+        clock.disarm();
+        assert_eq!(clock.until(start), None);
+        clock.arm(start, None);
+        assert_eq!(clock.until(start), None);
+    }
+}
