@@ -595,155 +595,163 @@ impl Call<'_> {
     ///
     /// `driven`: the call's timer enforces the attempt timeout (see
     /// [`AttemptClock`]); otherwise the attempt arms a timer of its own.
-    async fn attempt_inner(
-        &self,
+    // Not an `async fn`, for the same reason as `run`.
+    #[allow(clippy::manual_async_fn)]
+    fn attempt_inner<'s>(
+        &'s self,
         prepared: &Prepared,
         stream_body: Option<RequestBody>,
         resend: u32,
         driven: bool,
-    ) -> Result<(Result<RawResponse, Failure>, Verdict<'_>), Failure> {
-        let partition = &*self.ep.partition;
-        let breaker = &partition.breaker;
-        // The call's first attempt was checked at the call's start, in this same poll.
-        if resend > 0
-            && let Err(r) = breaker.check(Instant::now())
-        {
-            return Err(Failure::fatal(circuit_open(r.until)));
-        }
-        let _permit = partition
-            .bulkhead
-            .acquire()
-            .await
-            .map_err(|_| Failure::fatal(ApiError::new(ErrorKind::BulkheadFull)))?;
-        let _global = match &self.inner.global {
-            Some(g) => Some(g.acquire().await.map_err(|_| {
-                Failure::fatal(ApiError::new(ErrorKind::BulkheadFull).with_message("global limit"))
-            })?),
-            None => None,
-        };
-        let token = match &partition.rate_limit {
-            Some(rl) => Some(Unsent::new(
-                rl,
-                rl.acquire(self.deadline).await.map_err(|r| {
-                    let mut e = ApiError::new(ErrorKind::RateLimited);
-                    e.set_retry_at(
-                        r.retry_at,
-                        r.retry_at.saturating_duration_since(Instant::now()),
-                    );
-                    Failure::fatal(e)
-                })?,
-            )),
-            None => None,
-        };
-        // No await from here to dispatch: one clock read serves admission and timing.
-        let started = Instant::now();
-        let admission = match breaker.admit(started) {
-            Ok(a) => a,
-            Err(r) => return Err(Failure::fatal(circuit_open(r.until))),
-        };
-        // Built in a block, so the request is not kept in the attempt's future next to
-        // the copy the dispatch owns.
-        let work = {
-            let mut request = HttpRequest {
-                method: prepared.method.clone(),
-                url: prepared.url(self.inner, self.ep).clone(),
-                headers: prepared.headers.clone(),
-                body: match stream_body {
-                    Some(s) => s,
-                    None if prepared.body.is_empty() => RequestBody::Empty,
-                    None => RequestBody::Bytes(prepared.body.clone()),
+    ) -> impl Future<Output = Result<(Result<RawResponse, Failure>, Verdict<'s>), Failure>> + Send
+    {
+        async move {
+            let partition = &*self.ep.partition;
+            let breaker = &partition.breaker;
+            // The call's first attempt was checked at the call's start, in this same poll.
+            if resend > 0
+                && let Err(r) = breaker.check(Instant::now())
+            {
+                return Err(Failure::fatal(circuit_open(r.until)));
+            }
+            let _permit = partition
+                .bulkhead
+                .acquire()
+                .await
+                .map_err(|_| Failure::fatal(ApiError::new(ErrorKind::BulkheadFull)))?;
+            let _global = match &self.inner.global {
+                Some(g) => Some(g.acquire().await.map_err(|_| {
+                    Failure::fatal(
+                        ApiError::new(ErrorKind::BulkheadFull).with_message("global limit"),
+                    )
+                })?),
+                None => None,
+            };
+            let token = match &partition.rate_limit {
+                Some(rl) => Some(Unsent::new(
+                    rl,
+                    rl.acquire(self.deadline).await.map_err(|r| {
+                        let mut e = ApiError::new(ErrorKind::RateLimited);
+                        e.set_retry_at(
+                            r.retry_at,
+                            r.retry_at.saturating_duration_since(Instant::now()),
+                        );
+                        Failure::fatal(e)
+                    })?,
+                )),
+                None => None,
+            };
+            // No await from here to dispatch: one clock read serves admission and timing.
+            let started = Instant::now();
+            let admission = match breaker.admit(started) {
+                Ok(a) => a,
+                Err(r) => return Err(Failure::fatal(circuit_open(r.until))),
+            };
+            // Built in a block, so the request is not kept in the attempt's future next to
+            // the copy the dispatch owns.
+            let work = {
+                let mut request = HttpRequest {
+                    method: prepared.method.clone(),
+                    url: prepared.url(self.inner, self.ep).clone(),
+                    headers: prepared.headers.clone(),
+                    body: match stream_body {
+                        Some(s) => s,
+                        None if prepared.body.is_empty() => RequestBody::Empty,
+                        None => RequestBody::Bytes(prepared.body.clone()),
+                    },
+                };
+                for m in &self.inner.hooks.middleware {
+                    if let Err(e) = m(&mut request) {
+                        return Err(Failure::fatal(
+                            ApiError::new(ErrorKind::Hook)
+                                .with_message("request middleware failed")
+                                .with_source(e),
+                        ));
+                    }
+                }
+                // Sending and reading one after the other: the read's state takes the
+                // place of the dispatch's instead of sitting beside it.
+                self.dispatch(prepared, request)
+                    .and_then(|response| self.read(response))
+            };
+            // Dispatched from here on: the token is spent.
+            if let Some(token) = token {
+                token.dispatched();
+            }
+            // Only a dispatched attempt counts as one.
+            self.attempts.fetch_max(resend + 1, Ordering::Relaxed);
+            crate::observe::metrics_impl::attempt(self.ep.spec.name, &partition.name);
+            let span = tracing::debug_span!(
+                "http.attempt",
+                "http.request.resend_count" = resend,
+                "http.response.status_code" = tracing::field::Empty,
+            );
+            let policy = &self.ep.spec.policy;
+            // Pinned in place and polled inside the span: no wrapper future to move the
+            // attempt's (large) state into.
+            let mut work = std::pin::pin!(work);
+            let until = policy.attempt_timeout.and_then(|t| started.checked_add(t));
+            // An attempt the call's timer does not drive (a rare path) boxes its own.
+            let mut expiry = match until {
+                Some(at) if !driven => Some(Box::pin(sleep_until(at))),
+                _ => None,
+            };
+            if driven {
+                self.clock.arm(self.start, until);
+            }
+            let result = std::future::poll_fn(|cx| {
+                let _entered = span.enter();
+                if let Poll::Ready(r) = work.as_mut().poll(cx) {
+                    return Poll::Ready(r);
+                }
+                let expired = match &mut expiry {
+                    Some(sleep) => sleep.as_mut().poll(cx).is_ready(),
+                    None => driven && self.clock.fired(),
+                };
+                if expired {
+                    Poll::Ready(Err(
+                        self.attempt_timeout(policy.attempt_timeout.unwrap_or_default())
+                    ))
+                } else {
+                    Poll::Pending
+                }
+            })
+            .await;
+            if driven {
+                self.clock.disarm();
+            }
+            let ended = Instant::now();
+            let latency = ended.saturating_duration_since(started);
+            let outcome = match &result {
+                Ok(raw) => {
+                    span.record("http.response.status_code", raw.status.as_u16());
+                    Outcome::Success
+                }
+                Err(failure) => {
+                    if let Some(s) = failure.error.status() {
+                        span.record("http.response.status_code", s);
+                    }
+                    match failure.error.kind() {
+                        ErrorKind::Connect | ErrorKind::Transport | ErrorKind::AttemptTimeout => {
+                            Outcome::Failure
+                        }
+                        ErrorKind::Status if failure.error.status().is_some_and(|s| s >= 500) => {
+                            Outcome::Failure
+                        }
+                        _ => Outcome::Ignored,
+                    }
+                }
+            };
+            Ok((
+                result,
+                Verdict {
+                    admission,
+                    outcome,
+                    latency,
+                    ended,
                 },
-            };
-            for m in &self.inner.hooks.middleware {
-                if let Err(e) = m(&mut request) {
-                    return Err(Failure::fatal(
-                        ApiError::new(ErrorKind::Hook)
-                            .with_message("request middleware failed")
-                            .with_source(e),
-                    ));
-                }
-            }
-            // Sending and reading one after the other: the read's state takes the
-            // place of the dispatch's instead of sitting beside it.
-            self.dispatch(prepared, request)
-                .and_then(|response| self.read(response))
-        };
-        // Dispatched from here on: the token is spent.
-        if let Some(token) = token {
-            token.dispatched();
+            ))
         }
-        // Only a dispatched attempt counts as one.
-        self.attempts.fetch_max(resend + 1, Ordering::Relaxed);
-        crate::observe::metrics_impl::attempt(self.ep.spec.name, &partition.name);
-        let span = tracing::debug_span!(
-            "http.attempt",
-            "http.request.resend_count" = resend,
-            "http.response.status_code" = tracing::field::Empty,
-        );
-        let policy = &self.ep.spec.policy;
-        // Pinned in place and polled inside the span: no wrapper future to move the
-        // attempt's (large) state into.
-        let mut work = std::pin::pin!(work);
-        let until = policy.attempt_timeout.and_then(|t| started.checked_add(t));
-        let mut expiry = std::pin::pin!(match until {
-            Some(at) if !driven => Some(sleep_until(at)),
-            _ => None,
-        });
-        if driven {
-            self.clock.arm(self.start, until);
-        }
-        let result = std::future::poll_fn(|cx| {
-            let _entered = span.enter();
-            if let Poll::Ready(r) = work.as_mut().poll(cx) {
-                return Poll::Ready(r);
-            }
-            let expired = match expiry.as_mut().as_pin_mut() {
-                Some(sleep) => sleep.poll(cx).is_ready(),
-                None => driven && self.clock.fired(),
-            };
-            if expired {
-                Poll::Ready(Err(
-                    self.attempt_timeout(policy.attempt_timeout.unwrap_or_default())
-                ))
-            } else {
-                Poll::Pending
-            }
-        })
-        .await;
-        if driven {
-            self.clock.disarm();
-        }
-        let ended = Instant::now();
-        let latency = ended.saturating_duration_since(started);
-        let outcome = match &result {
-            Ok(raw) => {
-                span.record("http.response.status_code", raw.status.as_u16());
-                Outcome::Success
-            }
-            Err(failure) => {
-                if let Some(s) = failure.error.status() {
-                    span.record("http.response.status_code", s);
-                }
-                match failure.error.kind() {
-                    ErrorKind::Connect | ErrorKind::Transport | ErrorKind::AttemptTimeout => {
-                        Outcome::Failure
-                    }
-                    ErrorKind::Status if failure.error.status().is_some_and(|s| s >= 500) => {
-                        Outcome::Failure
-                    }
-                    _ => Outcome::Ignored,
-                }
-            }
-        };
-        Ok((
-            result,
-            Verdict {
-                admission,
-                outcome,
-                latency,
-                ended,
-            },
-        ))
     }
 
     fn attempt_timeout(&self, limit: Duration) -> Failure {
