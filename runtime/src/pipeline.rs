@@ -219,12 +219,8 @@ pub(crate) fn execute(
             && !streaming
             && !matches!(body, RequestBody::Stream(_));
         let cancel = handle.options.cancel.as_ref();
-        let mut cancelled = std::pin::pin!(async {
-            match cancel {
-                Some(t) => t.cancelled().await,
-                None => std::future::pending().await,
-            }
-        });
+        // Boxed: only calls given a token pay for its (large) waiting future.
+        let mut cancelled = cancel.map(|t| Box::pin(t.cancelled()));
         let deadline_passed = || {
             Err(ApiError::new(ErrorKind::Deadline).with_message(format!(
                 "the call's deadline of {:?} passed",
@@ -241,7 +237,9 @@ pub(crate) fn execute(
         let result = std::future::poll_fn(|cx| {
             // Cancellation first, then the deadline, then the work: when they are due in
             // the same tick, the caller's own word wins, then the deadline.
-            if cancelled.as_mut().poll(cx).is_ready() {
+            if let Some(c) = &mut cancelled
+                && c.as_mut().poll(cx).is_ready()
+            {
                 return Poll::Ready(Err(ApiError::new(ErrorKind::Cancelled)));
             }
             if std::mem::take(&mut first) && deadline.is_some_and(|d| d <= start) {

@@ -272,17 +272,18 @@ mod reqwest_transport {
 
     impl Transport for ReqwestTransport {
         fn send(&self, request: HttpRequest) -> SendFuture {
-            let mut builder = self
-                .client
-                .request(request.method, request.url)
-                .headers(request.headers);
-            builder = match request.body {
-                RequestBody::Empty => builder,
-                RequestBody::Bytes(b) => builder.body(b),
-                RequestBody::Stream(s) => builder.body(reqwest::Body::wrap_stream(s.inner)),
+            // The request is built as it is and handed to the client now: the boxed
+            // future holds reqwest's small pending handle, not a builder.
+            let mut req = reqwest::Request::new(request.method, request.url);
+            *req.headers_mut() = request.headers;
+            *req.body_mut() = match request.body {
+                RequestBody::Empty => None,
+                RequestBody::Bytes(b) => Some(b.into()),
+                RequestBody::Stream(s) => Some(reqwest::Body::wrap_stream(s.inner)),
             };
+            let pending = self.client.execute(req);
             Box::pin(async move {
-                let response = builder.send().await.map_err(classify)?;
+                let response = pending.await.map_err(classify)?;
                 let (head, body) = http::Response::from(response).into_parts();
                 Ok(HttpResponse {
                     status: head.status,
