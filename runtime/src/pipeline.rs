@@ -915,7 +915,10 @@ impl Call<'_> {
                 });
             }
             let limit = self.limit();
-            if let Some(len) = content_length(&response.headers)
+            if let Some(len) = response
+                .body
+                .declared_len()
+                .or_else(|| content_length(&response.headers))
                 && len > limit
             {
                 return Err(Failure::fatal(too_large(limit)));

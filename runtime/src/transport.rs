@@ -127,6 +127,17 @@ impl ResponseBody {
     }
 }
 
+impl ResponseBody {
+    /// The length reqwest already parsed from `Content-Length`, saving a second parse.
+    pub(crate) fn declared_len(&self) -> Option<u64> {
+        match &self.inner {
+            #[cfg(feature = "reqwest")]
+            BodyInner::Reqwest(body) => http_body::Body::size_hint(body).exact(),
+            _ => None,
+        }
+    }
+}
+
 impl Stream for ResponseBody {
     type Item = Result<Bytes, TransportError>;
 
