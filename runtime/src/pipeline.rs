@@ -54,6 +54,7 @@ use crate::error::{ApiError, ErrorKind};
 use crate::rate_limit::{RateLimitToken, RateLimiter};
 use crate::request::{RequestBody, RequestBuilder};
 use crate::response::{RawBody, RawResponse, ResponseStream};
+use crate::retry::backoff::BackoffIter;
 use crate::timeout::AttemptClock;
 use crate::transport::{HttpRequest, HttpResponse, TransportError, TransportErrorKind};
 
@@ -473,94 +474,111 @@ impl Call<'_> {
                     Ok(raw) => return Ok(raw),
                     Err(f) => f,
                 };
-                let Failure {
-                    mut error,
-                    retryable,
-                    server_wait,
-                } = failure;
-                if !retryable {
-                    return Err(error);
-                }
-                // A streamed body was consumed by this attempt: say so whenever it is the
-                // reason a retryable failure ends the call (the compiler already insists on
-                // `retry(max = 0)` for such endpoints).
-                if !replayable {
-                    error.set_not_replayable();
-                    return Err(error);
-                }
-                if round > retry.max {
-                    return Err(error);
-                }
-                if let Some(predicate) = &self.inner.hooks.retry_predicate {
-                    match predicate(&error) {
-                        Ok(true) => {}
-                        Ok(false) => return Err(error),
-                        Err(e) => {
-                            return Err(ApiError::new(ErrorKind::Hook)
-                                .with_message("the retry predicate failed")
-                                .with_source(e));
-                        }
-                    }
-                }
-                let computed = backoff.next().unwrap_or_default();
-                let wait = server_wait.unwrap_or(computed);
-                let now = Instant::now();
-                let resume = now.checked_add(wait);
-                if let Some(w) = server_wait
-                    && let Some(at) = resume
-                {
-                    error.set_retry_at(at, w);
-                }
-                let fits = match (resume, self.deadline) {
-                    (None, Some(_)) => false,
-                    (Some(r), Some(d)) => r < d,
-                    (_, None) => true,
-                };
-                if !fits {
-                    tracing::debug!(
-                        wait_ms = wait.as_millis() as u64,
-                        "next wait does not fit the deadline"
-                    );
-                    return Err(error);
-                }
-                if let Some(until) = resume.and_then(|r| partition.breaker.open_at(r)) {
-                    let mut e = ApiError::new(ErrorKind::CircuitOpen)
-                        .with_message("the breaker will still be open when the backoff ends")
-                        .with_source(error);
-                    e.set_retry_at(until, until.saturating_duration_since(now));
-                    return Err(e);
-                }
-                if let Some(b) = &partition.budget
-                    && !b.withdraw(now)
-                {
-                    return Err(ApiError::new(ErrorKind::BudgetExhausted).with_source(error));
-                }
-                if let Some(hook) = &self.inner.hooks.on_retry {
-                    let event = RetryEvent {
-                        endpoint: spec.name,
-                        attempt: self.attempts.load(Ordering::Relaxed),
-                        error: &error,
-                        wait,
-                    };
-                    if let Err(e) = hook(&event) {
-                        return Err(ApiError::new(ErrorKind::Hook)
-                            .with_message("the on-retry hook failed")
-                            .with_source(e));
-                    }
-                }
-                tracing::info!(
-                    endpoint = spec.name,
-                    round,
-                    wait_ms = wait.as_millis() as u64,
-                    error = %error,
-                    "retrying"
-                );
-                crate::observe::metrics_impl::retry(spec.name, &partition.name);
+                let wait = self.next_wait(failure, round, replayable, &mut backoff)?;
                 if !wait.is_zero() {
                     sleep(wait).await;
                 }
             }
         }
+    }
+
+    /// After a failed round: the wait before the next one, or the error that ends the
+    /// call. Out of line: the retry loop's hot path is the first round succeeding.
+    #[inline(never)]
+    fn next_wait(
+        &self,
+        failure: Failure,
+        round: u32,
+        replayable: bool,
+        backoff: &mut BackoffIter,
+    ) -> Result<Duration, ApiError> {
+        let spec = self.ep.spec;
+        let retry = &spec.policy.retry;
+        let partition = &self.ep.partition;
+        let Failure {
+            mut error,
+            retryable,
+            server_wait,
+        } = failure;
+        if !retryable {
+            return Err(error);
+        }
+        // A streamed body was consumed by this attempt: say so whenever it is the
+        // reason a retryable failure ends the call (the compiler already insists on
+        // `retry(max = 0)` for such endpoints).
+        if !replayable {
+            error.set_not_replayable();
+            return Err(error);
+        }
+        if round > retry.max {
+            return Err(error);
+        }
+        if let Some(predicate) = &self.inner.hooks.retry_predicate {
+            match predicate(&error) {
+                Ok(true) => {}
+                Ok(false) => return Err(error),
+                Err(e) => {
+                    return Err(ApiError::new(ErrorKind::Hook)
+                        .with_message("the retry predicate failed")
+                        .with_source(e));
+                }
+            }
+        }
+        let computed = backoff.next().unwrap_or_default();
+        let wait = server_wait.unwrap_or(computed);
+        let now = Instant::now();
+        let resume = now.checked_add(wait);
+        if let Some(w) = server_wait
+            && let Some(at) = resume
+        {
+            error.set_retry_at(at, w);
+        }
+        let fits = match (resume, self.deadline) {
+            (None, Some(_)) => false,
+            (Some(r), Some(d)) => r < d,
+            (_, None) => true,
+        };
+        if !fits {
+            tracing::debug!(
+                wait_ms = wait.as_millis() as u64,
+                "next wait does not fit the deadline"
+            );
+            return Err(error);
+        }
+        if let Some(until) = resume.and_then(|r| partition.breaker.open_at(r)) {
+            let mut e = ApiError::new(ErrorKind::CircuitOpen)
+                .with_message("the breaker will still be open when the backoff ends")
+                .with_source(error);
+            e.set_retry_at(until, until.saturating_duration_since(now));
+            return Err(e);
+        }
+        if let Some(b) = &partition.budget
+            && !b.withdraw(now)
+        {
+            return Err(ApiError::new(ErrorKind::BudgetExhausted).with_source(error));
+        }
+        if let Some(hook) = &self.inner.hooks.on_retry {
+            let event = RetryEvent {
+                endpoint: spec.name,
+                attempt: self.attempts.load(Ordering::Relaxed),
+                error: &error,
+                wait,
+            };
+            if let Err(e) = hook(&event) {
+                return Err(ApiError::new(ErrorKind::Hook)
+                    .with_message("the on-retry hook failed")
+                    .with_source(e));
+            }
+        }
+        tracing::info!(
+            endpoint = spec.name,
+            round,
+            wait_ms = wait.as_millis() as u64,
+            error = %error,
+            "retrying"
+        );
+        crate::observe::metrics_impl::retry(spec.name, &partition.name);
+        Ok(wait)
     }
 
     /// One attempt whose breaker outcome is handed back instead of recorded, so a
