@@ -15,8 +15,10 @@
 //!   shorten it per call with [`CallOptions::deadline`](crate::CallOptions::deadline).
 //!
 //! Both read time only through `tokio::time`, so under a paused clock they fire at
-//! exactly their instant, never a millisecond early or late. There is one deadline
-//! timer per call, not one per step. For a [`ResponseStream`](crate::ResponseStream)
+//! exactly their instant, never a millisecond early or late. A plain call has one
+//! timer for both, armed at whichever comes first (the deadline, or the running
+//! attempt's limit) and re-armed as attempts start and end; hedged branches and a
+//! coalesced execution's attempts keep a timer of their own. For a [`ResponseStream`](crate::ResponseStream)
 //! result, reading the body after the call returned stays bounded by the total
 //! deadline and by an idle limit between chunks (the attempt timeout).
 //!
