@@ -30,6 +30,7 @@
 //! # let _ = config;
 //! ```
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -40,22 +41,45 @@ pub mod state;
 use state::{Admission, Breaker, BreakerConfig, CircuitState, Outcome, Rejected, Transition};
 
 /// A breaker shared by every call of one partition.
+///
+/// While the breaker is quiet ([`Breaker::quiet_generation`]: closed, no failure
+/// counted), checking, admitting and recording a success change nothing, so they
+/// skip the lock: a healthy call takes none. Anything else takes the lock, and
+/// every change made under it republishes whether the breaker is quiet.
 #[derive(Debug)]
 pub(crate) struct CircuitBreaker {
     partition: String,
     state: Mutex<Breaker>,
+    /// `generation + 1` while quiet, `0` when not; written only under the lock.
+    quiet: AtomicU64,
 }
 
 impl CircuitBreaker {
     pub(crate) fn new(config: BreakerConfig, partition: String) -> Self {
+        let breaker = Breaker::new(config);
+        let quiet = AtomicU64::new(quiet_word(&breaker));
         CircuitBreaker {
             partition,
-            state: Mutex::new(Breaker::new(config)),
+            state: Mutex::new(breaker),
+            quiet,
         }
     }
 
     fn lock(&self) -> MutexGuard<'_, Breaker> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Change the state under the lock, then say whether it is quiet now.
+    fn update<R>(&self, change: impl FnOnce(&mut Breaker) -> R) -> R {
+        let mut breaker = self.lock();
+        let result = change(&mut breaker);
+        self.quiet.store(quiet_word(&breaker), Ordering::Release);
+        result
+    }
+
+    /// The generation, if quiet.
+    fn quiet(&self) -> Option<u64> {
+        self.quiet.load(Ordering::Acquire).checked_sub(1)
     }
 
     fn emit(&self, t: Option<Transition>) {
@@ -72,13 +96,26 @@ impl CircuitBreaker {
 
     /// Refuse at once while open: no await, no queue.
     pub(crate) fn check(&self, now: Instant) -> Result<(), Rejected> {
+        if self.quiet().is_some() {
+            return Ok(());
+        }
         self.lock().check(now)
     }
 
     /// Admission right before dispatch. The guard releases a probe slot if dropped
     /// without an outcome (a cancelled attempt counts as nothing).
     pub(crate) fn admit(&self, now: Instant) -> Result<AdmissionGuard<'_>, Rejected> {
-        let (result, transition) = self.lock().admit(now);
+        if let Some(generation) = self.quiet() {
+            // What `Breaker::admit` returns when closed, without changing anything.
+            return Ok(AdmissionGuard {
+                breaker: self,
+                admission: Some(Admission {
+                    generation,
+                    probe: false,
+                }),
+            });
+        }
+        let (result, transition) = self.update(|b| b.admit(now));
         self.emit(transition);
         result.map(|admission| AdmissionGuard {
             breaker: self,
@@ -104,17 +141,30 @@ pub(crate) struct AdmissionGuard<'a> {
 
 impl AdmissionGuard<'_> {
     pub(crate) fn record(mut self, outcome: Outcome, latency: Duration, now: Instant) {
-        if let Some(a) = self.admission.take() {
-            let t = self.breaker.lock().record(a, outcome, latency, now);
-            self.breaker.emit(t);
+        let Some(a) = self.admission.take() else {
+            return;
+        };
+        // Quiet, only a failure changes anything (a stale one included, which the
+        // state machine then ignores under the lock).
+        if outcome != Outcome::Failure && self.breaker.quiet().is_some() {
+            return;
         }
+        let t = self.breaker.update(|b| b.record(a, outcome, latency, now));
+        self.breaker.emit(t);
     }
 }
 
 impl Drop for AdmissionGuard<'_> {
     fn drop(&mut self) {
-        if let Some(a) = self.admission.take() {
-            self.breaker.lock().release(a);
+        // Only a probe holds anything to give back.
+        if let Some(a) = self.admission.take()
+            && a.probe
+        {
+            self.breaker.update(|b| b.release(a));
         }
     }
+}
+
+fn quiet_word(breaker: &Breaker) -> u64 {
+    breaker.quiet_generation().map_or(0, |g| g.wrapping_add(1))
 }

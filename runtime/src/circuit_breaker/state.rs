@@ -363,6 +363,19 @@ impl Breaker {
         self.config.probes.max(1)
     }
 
+    /// `Some(generation)` while admitting an attempt, and recording its success or an
+    /// ignored outcome, change nothing: closed, counting consecutive failures, none
+    /// counted, no slow-call rule. A shell may then admit and record without
+    /// touching this state (as [`Breaker::admit`] would: `Admission { generation,
+    /// probe: false }`).
+    pub fn quiet_generation(&self) -> Option<u64> {
+        let quiet = self.phase == Phase::Closed
+            && matches!(self.config.mode, BreakerMode::ConsecutiveFailures { .. })
+            && self.consecutive_failures == 0
+            && self.config.slow_call.is_none();
+        quiet.then_some(self.generation)
+    }
+
     fn probe_slot_free(&self) -> bool {
         self.probes_in_flight.saturating_add(self.probe_successes) < self.probes()
     }
@@ -592,6 +605,57 @@ mod tests {
         assert_eq!(BreakerConfig::DEFAULT.probes, 1);
         assert_eq!(BreakerConfig::DEFAULT.slow_call, None);
         static _IN_A_STATIC: BreakerConfig = BreakerConfig::DEFAULT;
+    }
+
+    #[test]
+    fn quiet_only_while_a_success_would_change_nothing() {
+        let t0 = Instant::now();
+        let mut b = Breaker::new(consecutive(2, 1000, 1));
+        assert_eq!(b.quiet_generation(), Some(0));
+        let a = b.admit(t0).0.expect("closed admits");
+        assert_eq!(
+            a,
+            Admission {
+                generation: 0,
+                probe: false
+            }
+        );
+        assert_eq!(
+            b.quiet_generation(),
+            Some(0),
+            "admission in closed changes nothing"
+        );
+        assert_eq!(b.record(a, Outcome::Failure, Duration::ZERO, t0), None);
+        assert_eq!(b.quiet_generation(), None, "one failure counted");
+        let a = b.admit(t0).0.expect("closed admits");
+        assert_eq!(b.record(a, Outcome::Success, Duration::ZERO, t0), None);
+        assert_eq!(b.quiet_generation(), Some(0), "a success clears the count");
+        assert_eq!(call(&mut b, Outcome::Failure, t0), None);
+        trip_at(&mut b, t0);
+        assert_eq!(b.quiet_generation(), None, "open");
+
+        let slow = BreakerConfig {
+            slow_call: Some(Duration::from_millis(10)),
+            ..consecutive(2, 1000, 1)
+        };
+        assert_eq!(
+            Breaker::new(slow).quiet_generation(),
+            None,
+            "a success may count as slow"
+        );
+        let rate = BreakerConfig {
+            mode: BreakerMode::FailureRate {
+                threshold: 0.5,
+                min_calls: 4,
+                window: Duration::from_secs(10),
+            },
+            ..BreakerConfig::DEFAULT
+        };
+        assert_eq!(
+            Breaker::new(rate).quiet_generation(),
+            None,
+            "every outcome counts"
+        );
     }
 
     #[test]
@@ -1255,11 +1319,18 @@ mod tests {
             let mut pending: Vec<Admission> = Vec::new();
             for op in ops {
                 let before = b.snapshot(now);
+                // What the shell's lock-free fast path relies on.
+                let quiet = b.quiet_generation();
                 match op {
                     Op::Admit => {
                         let checked = b.check(now);
                         let (res, t) = b.admit(now);
                         prop_assert_eq!(checked.is_ok(), res.is_ok());
+                        if let Some(generation) = quiet {
+                            prop_assert_eq!(res, Ok(Admission { generation, probe: false }));
+                            prop_assert_eq!(t, None);
+                            prop_assert_eq!(b.snapshot(now), before);
+                        }
                         if before.phase == Phase::Open
                             && before.open_until.is_some_and(|until| now < until)
                         {
@@ -1294,11 +1365,18 @@ mod tests {
                         if outcome == Outcome::Ignored {
                             prop_assert_eq!(t, None);
                         }
+                        if quiet.is_some() && outcome != Outcome::Failure {
+                            prop_assert_eq!(t, None);
+                            prop_assert_eq!(after, before);
+                        }
                     }
                     Op::Release(i) => {
                         let a = pending.swap_remove(i % pending.len());
                         b.release(a);
                         let after = b.snapshot(now);
+                        if !a.probe {
+                            prop_assert_eq!(after, before);
+                        }
                         prop_assert_eq!(after.phase, before.phase);
                         prop_assert_eq!(after.generation, before.generation);
                         prop_assert_eq!(after.open_until, before.open_until);
