@@ -54,7 +54,7 @@ use crate::rate_limit::RateLimiter;
 use crate::request::{ApiSpec, EndpointSpec, RequestBuilder};
 use crate::response::decode::Decoder;
 use crate::retry::budget::{BudgetConfig, RetryBudget};
-use crate::transport::{HttpRequest, Transport};
+use crate::transport::{Dispatcher, HttpRequest, Transport};
 
 /// Options for the calls made through one client handle, set with
 /// `client.with_options(...)` without changing the trait.
@@ -218,7 +218,7 @@ pub(crate) struct ClientInner {
     pub(crate) base: Url,
     pub(crate) base_path: String,
     pub(crate) headers: HeaderMap,
-    pub(crate) transport: Arc<dyn Transport>,
+    pub(crate) transport: Dispatcher,
     pub(crate) jitter: Jitter,
     pub(crate) wall_clock: fn() -> SystemTime,
     pub(crate) max_body: u64,
@@ -496,8 +496,8 @@ impl<C: GeneratedClient> ClientBuilder<C> {
             headers.insert(n, v);
         }
 
-        let transport: Arc<dyn Transport> = match self.transport {
-            Some(t) => t,
+        let transport = match self.transport {
+            Some(t) => Dispatcher::Custom(t),
             None => default_transport(
                 #[cfg(feature = "reqwest")]
                 self.reqwest,
@@ -589,18 +589,18 @@ impl<C: GeneratedClient> ClientBuilder<C> {
 }
 
 #[cfg(feature = "reqwest")]
-fn default_transport(client: Option<reqwest::Client>) -> Result<Arc<dyn Transport>, ApiError> {
+fn default_transport(client: Option<reqwest::Client>) -> Result<Dispatcher, ApiError> {
     use crate::transport::ReqwestTransport;
     let client = match client {
         Some(c) => c,
         None => ReqwestTransport::default_client()
             .map_err(|e| ApiError::builder("could not build the reqwest client").with_source(e))?,
     };
-    Ok(Arc::new(ReqwestTransport::new(client)))
+    Ok(Dispatcher::Reqwest(client))
 }
 
 #[cfg(not(feature = "reqwest"))]
-fn default_transport() -> Result<Arc<dyn Transport>, ApiError> {
+fn default_transport() -> Result<Dispatcher, ApiError> {
     Err(ApiError::builder(
         "no transport: enable the `reqwest` feature or call `.transport(...)`",
     ))

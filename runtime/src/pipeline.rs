@@ -57,7 +57,7 @@ use crate::request::{RequestBody, RequestBuilder};
 use crate::response::{RawBody, RawResponse, ResponseStream};
 use crate::retry::backoff::BackoffIter;
 use crate::timeout::AttemptClock;
-use crate::transport::{HttpRequest, HttpResponse, TransportError, TransportErrorKind};
+use crate::transport::{Dispatcher, HttpRequest, HttpResponse, TransportError, TransportErrorKind};
 
 /// Error bodies are kept up to this size.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
@@ -797,12 +797,14 @@ impl Call<'_> {
             let response = loop {
                 let method = request.method.clone();
                 let was_stream = matches!(request.body, RequestBody::Stream(_));
-                let response = self
-                    .inner
-                    .transport
-                    .send(request)
-                    .await
-                    .map_err(|e| self.transport_failure(e))?;
+                let response = match &self.inner.transport {
+                    #[cfg(feature = "reqwest")]
+                    Dispatcher::Reqwest(client) => {
+                        crate::transport::reqwest_start(client, request).await
+                    }
+                    Dispatcher::Custom(transport) => transport.send(request).await,
+                }
+                .map_err(|e| self.transport_failure(e))?;
                 if !response.status.is_redirection() || self.inner.max_redirects == 0 {
                     break response;
                 }

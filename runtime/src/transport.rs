@@ -32,6 +32,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -243,11 +244,35 @@ impl StdError for TransportError {
 #[cfg(feature = "reqwest")]
 pub use self::reqwest_transport::ReqwestTransport;
 
+/// How the pipeline reaches the network: the built-in reqwest transport held as it
+/// is, so its future is polled in place without a box per request, or any other
+/// [`Transport`].
+pub(crate) enum Dispatcher {
+    #[cfg(feature = "reqwest")]
+    Reqwest(reqwest::Client),
+    Custom(Arc<dyn Transport>),
+}
+
+impl fmt::Debug for Dispatcher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            #[cfg(feature = "reqwest")]
+            Dispatcher::Reqwest(_) => "reqwest",
+            Dispatcher::Custom(_) => "custom",
+        })
+    }
+}
+
+#[cfg(feature = "reqwest")]
+pub(crate) use self::reqwest_transport::start as reqwest_start;
+
 #[cfg(feature = "reqwest")]
 mod reqwest_transport {
     use super::*;
 
-    /// The default transport: one `reqwest::Client` (one connection pool) per client.
+    /// The reqwest transport as a [`Transport`], to wrap or to pass on explicitly: one
+    /// `reqwest::Client` (one connection pool). A client built without
+    /// `.transport(...)` sends through the same code, without boxing its future.
     #[derive(Clone, Debug)]
     pub struct ReqwestTransport {
         client: reqwest::Client,
@@ -281,29 +306,37 @@ mod reqwest_transport {
         }
     }
 
+    /// Send `request` with `client`: built as it is and handed to the client now, so
+    /// the future holds reqwest's small pending handle, not a builder. Owns nothing
+    /// borrowed, so the pipeline can hold it in place and [`ReqwestTransport`] can box it.
+    pub(crate) fn start(
+        client: &reqwest::Client,
+        request: HttpRequest,
+    ) -> impl Future<Output = Result<HttpResponse, TransportError>> + Send + use<> {
+        let mut req = reqwest::Request::new(request.method, request.url);
+        *req.headers_mut() = request.headers;
+        *req.body_mut() = match request.body {
+            RequestBody::Empty => None,
+            RequestBody::Bytes(b) => Some(b.into()),
+            RequestBody::Stream(s) => Some(reqwest::Body::wrap_stream(s.inner)),
+        };
+        let pending = client.execute(req);
+        async move {
+            let response = pending.await.map_err(classify)?;
+            let (head, body) = http::Response::from(response).into_parts();
+            Ok(HttpResponse {
+                status: head.status,
+                headers: head.headers,
+                body: ResponseBody {
+                    inner: BodyInner::Reqwest(body),
+                },
+            })
+        }
+    }
+
     impl Transport for ReqwestTransport {
         fn send(&self, request: HttpRequest) -> SendFuture {
-            // The request is built as it is and handed to the client now: the boxed
-            // future holds reqwest's small pending handle, not a builder.
-            let mut req = reqwest::Request::new(request.method, request.url);
-            *req.headers_mut() = request.headers;
-            *req.body_mut() = match request.body {
-                RequestBody::Empty => None,
-                RequestBody::Bytes(b) => Some(b.into()),
-                RequestBody::Stream(s) => Some(reqwest::Body::wrap_stream(s.inner)),
-            };
-            let pending = self.client.execute(req);
-            Box::pin(async move {
-                let response = pending.await.map_err(classify)?;
-                let (head, body) = http::Response::from(response).into_parts();
-                Ok(HttpResponse {
-                    status: head.status,
-                    headers: head.headers,
-                    body: ResponseBody {
-                        inner: BodyInner::Reqwest(body),
-                    },
-                })
-            })
+            Box::pin(start(&self.client, request))
         }
     }
 }
