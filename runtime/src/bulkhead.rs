@@ -179,7 +179,8 @@ impl Bulkhead {
         self.config
     }
 
-    fn try_now(&self) -> Option<BulkheadPermit> {
+    /// A permit if one is free now, never queueing.
+    pub(crate) fn try_now(&self) -> Option<BulkheadPermit> {
         // `try_acquire` cannot overtake the queue: released permits go to waiters
         // first and only reach the free count when nobody waits.
         Arc::clone(&self.slots)

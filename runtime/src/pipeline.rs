@@ -92,21 +92,30 @@ pub(crate) struct Attempted<'a> {
 pub(crate) struct Verdict<'a> {
     pub(crate) admission: AdmissionGuard<'a>,
     pub(crate) outcome: Outcome,
-    latency: Duration,
-    ended: Instant,
+    started: Instant,
+    /// When the attempt ended; `None`: it is recorded in the poll it ended in, so
+    /// the clock is read then, and only if the breaker needs the time.
+    ended: Option<Instant>,
 }
 
 impl Verdict<'_> {
     /// Record the outcome.
     pub(crate) fn record(self) {
-        self.admission
-            .record(self.outcome, self.latency, self.ended);
+        let outcome = self.outcome;
+        self.record_as(outcome);
     }
 
     /// Count nothing: the attempt lost a hedge race.
     pub(crate) fn ignore(self) {
-        self.admission
-            .record(Outcome::Ignored, self.latency, self.ended);
+        self.record_as(Outcome::Ignored);
+    }
+
+    fn record_as(self, outcome: Outcome) {
+        let (started, ended) = (self.started, self.ended);
+        self.admission.record(outcome, || {
+            let ended = ended.unwrap_or_else(Instant::now);
+            (ended.saturating_duration_since(started), ended)
+        });
     }
 }
 
@@ -631,35 +640,54 @@ impl Call<'_> {
             {
                 return Err(Failure::fatal(circuit_open(r.until)));
             }
-            let _permit = partition
-                .bulkhead
-                .acquire()
-                .await
-                .map_err(|_| Failure::fatal(ApiError::new(ErrorKind::BulkheadFull)))?;
+            // Whether this attempt waited for anything since the call's clock was read.
+            let mut waited = resend > 0 || !driven;
+            let _permit = match partition.bulkhead.try_now() {
+                Some(permit) => permit,
+                None => {
+                    waited = true;
+                    partition
+                        .bulkhead
+                        .acquire()
+                        .await
+                        .map_err(|_| Failure::fatal(ApiError::new(ErrorKind::BulkheadFull)))?
+                }
+            };
             let _global = match &self.inner.global {
-                Some(g) => Some(g.acquire().await.map_err(|_| {
-                    Failure::fatal(
-                        ApiError::new(ErrorKind::BulkheadFull).with_message("global limit"),
-                    )
-                })?),
+                Some(g) => Some(match g.try_now() {
+                    Some(permit) => permit,
+                    None => {
+                        waited = true;
+                        g.acquire().await.map_err(|_| {
+                            Failure::fatal(
+                                ApiError::new(ErrorKind::BulkheadFull).with_message("global limit"),
+                            )
+                        })?
+                    }
+                }),
                 None => None,
             };
             let token = match &partition.rate_limit {
-                Some(rl) => Some(Unsent::new(
-                    rl,
-                    rl.acquire(self.deadline).await.map_err(|r| {
-                        let mut e = ApiError::new(ErrorKind::RateLimited);
-                        e.set_retry_at(
-                            r.retry_at,
-                            r.retry_at.saturating_duration_since(Instant::now()),
-                        );
-                        Failure::fatal(e)
-                    })?,
-                )),
+                Some(rl) => {
+                    waited = true;
+                    Some(Unsent::new(
+                        rl,
+                        rl.acquire(self.deadline).await.map_err(|r| {
+                            let mut e = ApiError::new(ErrorKind::RateLimited);
+                            e.set_retry_at(
+                                r.retry_at,
+                                r.retry_at.saturating_duration_since(Instant::now()),
+                            );
+                            Failure::fatal(e)
+                        })?,
+                    ))
+                }
                 None => None,
             };
             // No await from here to dispatch: one clock read serves admission and timing.
-            let started = Instant::now();
+            // A plain first attempt that waited for nothing starts when the call did, in
+            // the same poll: the call's own reading serves.
+            let started = if waited { Instant::now() } else { self.start };
             let admission = match breaker.admit(started) {
                 Ok(a) => a,
                 Err(r) => return Err(Failure::fatal(circuit_open(r.until))),
@@ -737,8 +765,8 @@ impl Call<'_> {
             if driven {
                 self.clock.disarm();
             }
-            let ended = Instant::now();
-            let latency = ended.saturating_duration_since(started);
+            // Recorded later (a hedge branch, a coalesced execution): the end is now.
+            let ended = (!driven).then(Instant::now);
             let outcome = match &result {
                 Ok(raw) => {
                     span.record("http.response.status_code", raw.status.as_u16());
@@ -764,7 +792,7 @@ impl Call<'_> {
                 Verdict {
                     admission,
                     outcome,
-                    latency,
+                    started,
                     ended,
                 },
             ))

@@ -140,7 +140,9 @@ pub(crate) struct AdmissionGuard<'a> {
 }
 
 impl AdmissionGuard<'_> {
-    pub(crate) fn record(mut self, outcome: Outcome, latency: Duration, now: Instant) {
+    /// Record `outcome`; `timing` gives the attempt's latency and end, read only if
+    /// the breaker needs them.
+    pub(crate) fn record(mut self, outcome: Outcome, timing: impl FnOnce() -> (Duration, Instant)) {
         let Some(a) = self.admission.take() else {
             return;
         };
@@ -149,6 +151,7 @@ impl AdmissionGuard<'_> {
         if outcome != Outcome::Failure && self.breaker.quiet().is_some() {
             return;
         }
+        let (latency, now) = timing();
         let t = self.breaker.update(|b| b.record(a, outcome, latency, now));
         self.breaker.emit(t);
     }
