@@ -52,7 +52,8 @@
 //! assert!(!budget.withdraw(now + Duration::from_secs(10)));
 //! ```
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -109,15 +110,13 @@ pub struct RetryBudget {
     reserve: i64,
     /// What one deposit earns, in units.
     deposit: i64,
-    state: Mutex<Window>,
-}
-
-/// The sliding window: net units per bucket, and the bucket `now` is in.
-#[derive(Debug)]
-struct Window {
-    slots: [i64; SLOTS],
-    /// The number of the newest bucket; its units are in `slots[epoch % SLOTS]`.
-    epoch: u64,
+    /// Net units per bucket; the newest bucket's units are in
+    /// `slots[epoch % SLOTS]`. A deposit into the newest bucket adds without the
+    /// lock (every call makes one); moving the window forward and withdrawing take it.
+    slots: [AtomicI64; SLOTS],
+    /// The number of the newest bucket. Written only under `lock`.
+    epoch: AtomicU64,
+    lock: Mutex<()>,
 }
 
 impl RetryBudget {
@@ -145,70 +144,82 @@ impl RetryBudget {
             slot_nanos: ttl_nanos / SLOTS as u128,
             reserve,
             deposit,
-            state: Mutex::new(Window {
-                slots: [0; SLOTS],
-                epoch: 0,
-            }),
+            slots: std::array::from_fn(|_| AtomicI64::new(0)),
+            epoch: AtomicU64::new(0),
+            lock: Mutex::new(()),
         }
     }
 
     /// Records a first attempt of a call, which earns `retry_ratio` retries.
     pub fn deposit(&self, now: Instant) {
-        let mut window = self.window(now);
-        let slot = window.current();
-        *slot = slot.saturating_add(self.deposit);
+        let epoch = self.epoch_of(now);
+        // A `now` older than the newest bucket (callers racing) counts in the newest.
+        let newest = self.epoch.load(Ordering::Acquire);
+        let slot = if epoch <= newest {
+            newest
+        } else {
+            let _locked = self.lock();
+            self.advance(epoch)
+        };
+        // No overflow: a deposit is at most 1000 × UNIT, so a bucket would need
+        // about 10^12 calls to overflow.
+        self.slots[slot_index(slot)].fetch_add(self.deposit, Ordering::AcqRel);
     }
 
     /// Asks for one retry (or hedge). `true`: go ahead, it has been counted. `false`:
     /// the budget is exhausted and the call must not be retried.
     #[must_use]
     pub fn withdraw(&self, now: Instant) -> bool {
-        let mut window = self.window(now);
-        let available =
-            i128::from(self.reserve) + window.slots.iter().map(|&s| i128::from(s)).sum::<i128>();
+        let epoch = self.epoch_of(now);
+        // Withdrawals are serialized, so two cannot both take the last retry;
+        // deposits racing with one only add.
+        let _locked = self.lock();
+        let newest = self.advance(epoch);
+        let available = i128::from(self.reserve)
+            + self
+                .slots
+                .iter()
+                .map(|s| i128::from(s.load(Ordering::Acquire)))
+                .sum::<i128>();
         if available < i128::from(UNIT) {
             return false;
         }
-        let slot = window.current();
-        *slot = slot.saturating_sub(UNIT);
+        self.slots[slot_index(newest)].fetch_sub(UNIT, Ordering::AcqRel);
         true
     }
 
-    /// Locks the window and moves it forward to `now`.
-    fn window(&self, now: Instant) -> MutexGuard<'_, Window> {
-        // The critical sections cannot panic, but never let a poisoned lock stop retries.
-        let mut window = self
-            .state
+    fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        // Nothing panics while it is held, but never let a poisoned lock stop retries.
+        self.lock
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The bucket `now` falls in.
+    fn epoch_of(&self, now: Instant) -> u64 {
         let elapsed = now.saturating_duration_since(self.start).as_nanos();
-        let epoch = u64::try_from(elapsed / self.slot_nanos).unwrap_or(u64::MAX);
-        window.advance(epoch);
-        window
+        u64::try_from(elapsed / self.slot_nanos).unwrap_or(u64::MAX)
     }
-}
 
-impl Window {
-    /// Clears the buckets that fall out of the window when the newest bucket becomes
-    /// `epoch`. A `now` older than the newest bucket (callers racing) counts in the
-    /// newest bucket.
-    fn advance(&mut self, epoch: u64) {
-        if epoch <= self.epoch {
-            return;
+    /// Under the lock: moves the window forward so `epoch` is the newest bucket,
+    /// clearing the buckets that fall out of it, and returns the newest bucket (which
+    /// stays the same when `epoch` is older).
+    fn advance(&self, epoch: u64) -> u64 {
+        let newest = self.epoch.load(Ordering::Acquire);
+        if epoch <= newest {
+            return newest;
         }
-        let gap = epoch - self.epoch;
-        if gap >= SLOTS as u64 {
-            self.slots = [0; SLOTS];
+        let gap = epoch - newest;
+        let cleared = if gap >= SLOTS as u64 {
+            SLOTS as u64
         } else {
-            for k in 1..=gap {
-                self.slots[slot_index(self.epoch + k)] = 0;
-            }
+            gap
+        };
+        for k in 1..=cleared {
+            self.slots[slot_index(newest + k)].store(0, Ordering::Release);
         }
-        self.epoch = epoch;
-    }
-
-    fn current(&mut self) -> &mut i64 {
-        &mut self.slots[slot_index(self.epoch)]
+        self.epoch.store(epoch, Ordering::Release);
+        epoch
     }
 }
 
