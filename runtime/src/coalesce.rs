@@ -154,7 +154,7 @@ fn start(inner: Arc<ClientInner>, index: usize, prepared: Prepared) -> SharedCal
             clock: crate::timeout::AttemptClock::new(),
             driven: false,
         };
-        let result = call.run(None, prepared, RequestBody::Empty).await;
+        let result = call.run(None, &prepared, RequestBody::Empty).await;
         match result {
             Ok(raw) => {
                 let body = match raw.body {

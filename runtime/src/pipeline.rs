@@ -63,6 +63,7 @@ use crate::transport::{Dispatcher, HttpRequest, HttpResponse, TransportError, Tr
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
 
 /// A request ready to be sent any number of times.
+#[derive(Clone)]
 pub(crate) struct Prepared {
     pub(crate) method: Method,
     /// `None`: the endpoint's URL parsed at build time, as it is (no query).
@@ -168,6 +169,17 @@ impl Failure {
     }
 }
 
+/// A call's request: as the generated method built it, then as it is sent.
+enum Stage {
+    Building(RequestBuilder),
+    Ready(Prepared),
+}
+
+/// The stage is always the expected one: `execute` moves it forward itself.
+fn not_prepared() -> ApiError {
+    ApiError::new(ErrorKind::InvalidRequest).with_message("the request was not prepared")
+}
+
 /// Run one call: build its request, then the retry loop under one deadline and the
 /// caller's cancellation.
 // Not an `async fn`: the request is captured once instead of being stored twice (as
@@ -175,11 +187,16 @@ impl Failure {
 #[allow(clippy::manual_async_fn)]
 pub(crate) fn execute(
     handle: &Handle,
-    mut request: RequestBuilder,
+    request: RequestBuilder,
     streaming: bool,
 ) -> impl Future<Output = Result<RawResponse, ApiError>> + Send + '_ {
+    // The request and what it is prepared into share one slot of the future.
+    let mut stage = Stage::Building(request);
     async move {
         let inner = &*handle.inner;
+        let Stage::Building(request) = &mut stage else {
+            return Err(not_prepared());
+        };
         let spec = request.spec;
         let ep = &inner.endpoints[spec.index];
         let attempts = AtomicU32::new(0);
@@ -213,8 +230,12 @@ pub(crate) fn execute(
             "endpoint" = spec.name,
             "http.response.status_code" = tracing::field::Empty,
         );
-        let prepared = prepare(inner, ep, &mut request);
+        let prepared = prepare(inner, ep, request);
         let body = std::mem::take(&mut request.body);
+        stage = Stage::Ready(prepared);
+        let Stage::Ready(prepared) = &stage else {
+            return Err(not_prepared());
+        };
         let call = Call {
             inner,
             start,
@@ -429,7 +450,7 @@ impl Call<'_> {
     pub(crate) fn run<'s>(
         &'s self,
         handle: Option<&'s Handle>,
-        prepared: Prepared,
+        prepared: &'s Prepared,
         body: RequestBody,
     ) -> impl Future<Output = Result<RawResponse, ApiError>> + 's {
         async move {
@@ -438,7 +459,7 @@ impl Call<'_> {
                 return Box::pin(crate::coalesce::join(
                     &handle.inner,
                     self.ep.spec.index,
-                    prepared,
+                    prepared.clone(),
                     self.attempts,
                 ))
                 .await;
@@ -465,12 +486,12 @@ impl Call<'_> {
                 let result = match spec.policy.hedge {
                     Some(h) if spec.idempotent && replayable => {
                         // Boxed: the rare path should not grow every call's future.
-                        Box::pin(self.hedged_round(&prepared, h, first)).await
+                        Box::pin(self.hedged_round(prepared, h, first)).await
                     }
                     // The inner attempt is awaited right here, one nesting level less
                     // for every call to move.
                     _ => match self
-                        .attempt_inner(&prepared, stream_body.take(), first - 1, self.driven)
+                        .attempt_inner(prepared, stream_body.take(), first - 1, self.driven)
                         .await
                     {
                         Ok((result, verdict)) => {
