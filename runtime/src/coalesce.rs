@@ -45,7 +45,6 @@ use http::{HeaderMap, StatusCode};
 use crate::client::ClientInner;
 use crate::error::ApiError;
 use crate::pipeline::{Call, Prepared};
-use crate::request::RequestBody;
 use crate::response::{RawBody, RawResponse};
 
 /// The answer of a shared execution, as every caller sees it.
@@ -154,7 +153,7 @@ fn start(inner: Arc<ClientInner>, index: usize, prepared: Prepared) -> SharedCal
             clock: crate::timeout::AttemptClock::new(),
             driven: false,
         };
-        let result = call.run(None, &prepared, RequestBody::Empty).await;
+        let result = call.run(None, &prepared, None).await;
         match result {
             Ok(raw) => {
                 let body = match raw.body {

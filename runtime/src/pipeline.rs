@@ -231,7 +231,12 @@ pub(crate) fn execute(
             "http.response.status_code" = tracing::field::Empty,
         );
         let prepared = prepare(inner, ep, request);
-        let body = std::mem::take(&mut request.body);
+        // A streamed body is sent once, by the first attempt; any other body is in
+        // the prepared request.
+        let stream_body = match std::mem::take(&mut request.body) {
+            RequestBody::Stream(s) => Some(RequestBody::Stream(s)),
+            _ => None,
+        };
         stage = Stage::Ready(prepared);
         let Stage::Ready(prepared) = &stage else {
             return Err(not_prepared());
@@ -246,10 +251,8 @@ pub(crate) fn execute(
             clock: AttemptClock::new(),
             driven: true,
         };
-        let coalesce = spec.policy.coalesce
-            && spec.idempotent
-            && !streaming
-            && !matches!(body, RequestBody::Stream(_));
+        let coalesce =
+            spec.policy.coalesce && spec.idempotent && !streaming && stream_body.is_none();
         let cancel = handle.options.cancel.as_ref();
         // Boxed: only calls given a token pay for its (large) waiting future.
         let mut cancelled = cancel.map(|t| Box::pin(t.cancelled()));
@@ -260,7 +263,7 @@ pub(crate) fn execute(
             )))
         };
         // Pinned where it is built, so it is stored once in this future.
-        let mut work = std::pin::pin!(call.run(coalesce.then_some(handle), prepared, body));
+        let mut work = std::pin::pin!(call.run(coalesce.then_some(handle), prepared, stream_body));
         // The call's one timer, armed at the deadline or the running attempt's limit,
         // whichever comes first (see `AttemptClock`).
         let mut timer = std::pin::pin!(None::<Sleep>);
@@ -451,7 +454,7 @@ impl Call<'_> {
         &'s self,
         handle: Option<&'s Handle>,
         prepared: &'s Prepared,
-        body: RequestBody,
+        mut stream_body: Option<RequestBody>,
     ) -> impl Future<Output = Result<RawResponse, ApiError>> + 's {
         async move {
             if let Some(handle) = handle {
@@ -465,13 +468,9 @@ impl Call<'_> {
                 .await;
             }
             let spec = self.ep.spec;
-            let retry = &spec.policy.retry;
-            let replayable = !matches!(body, RequestBody::Stream(_));
-            let mut stream_body = match body {
-                RequestBody::Stream(s) => Some(RequestBody::Stream(s)),
-                _ => None,
-            };
-            let mut backoff = retry.backoff.iter(self.inner.jitter.clone());
+            let replayable = stream_body.is_none();
+            // Made at the first retry: a call that succeeds at once never needs it.
+            let mut backoff: Option<Box<BackoffIter>> = None;
             let partition = &self.ep.partition;
             // Rounds: one attempt each, or one hedged group of attempts.
             let mut round: u32 = 0;
@@ -521,7 +520,7 @@ impl Call<'_> {
         failure: Failure,
         round: u32,
         replayable: bool,
-        backoff: &mut BackoffIter,
+        backoff: &mut Option<Box<BackoffIter>>,
     ) -> Result<Duration, ApiError> {
         let spec = self.ep.spec;
         let retry = &spec.policy.retry;
@@ -555,7 +554,10 @@ impl Call<'_> {
                 }
             }
         }
-        let computed = backoff.next().unwrap_or_default();
+        let computed = backoff
+            .get_or_insert_with(|| Box::new(retry.backoff.iter(self.inner.jitter.clone())))
+            .next()
+            .unwrap_or_default();
         let wait = server_wait.unwrap_or(computed);
         let now = Instant::now();
         let resume = now.checked_add(wait);
