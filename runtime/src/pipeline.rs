@@ -20,8 +20,9 @@
 //! - **One deadline timer wraps everything**, so no wait (queue, token, backoff,
 //!   Retry-After) can outlive the call's deadline, and the deadline fires exactly on
 //!   time. The same timer enforces the running attempt's limit when that comes
-//!   first (see [`crate::timeout`]), so a plain call registers one timer, not two. Cancellation is raced the same way, so a cancelled call settles in the
-//!   same tick.
+//!   first (see [`crate::timeout`]), so a plain call registers one timer, not two.
+//!   Cancellation is raced the same way, so a cancelled call settles in the same
+//!   tick.
 //! - **The breaker is asked first, and again last.** The first check refuses at once
 //!   while it is open, so a refused call never sits in a bulkhead queue. Admission
 //!   (which may take the one half-open probe slot) happens right before dispatch, with
