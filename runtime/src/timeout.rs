@@ -18,9 +18,10 @@
 //! exactly their instant, never a millisecond early or late. A plain call has one
 //! timer for both, armed at whichever comes first (the deadline, or the running
 //! attempt's limit) and re-armed as attempts start and end; hedged branches and a
-//! coalesced execution's attempts keep a timer of their own. For a [`ResponseStream`](crate::ResponseStream)
-//! result, reading the body after the call returned stays bounded by the total
-//! deadline and by an idle limit between chunks (the attempt timeout).
+//! coalesced execution's attempts keep a timer of their own. For a
+//! [`ResponseStream`](crate::ResponseStream) result, reading the body after the call
+//! returned stays bounded by the total deadline and by an idle limit between chunks
+//! (the attempt timeout).
 //!
 //! # Defaults
 //! No default: the trait or the method declares `timeout(attempt = "...")`; `total`
