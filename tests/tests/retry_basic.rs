@@ -41,7 +41,6 @@ async fn s1_retry_recovery() {
     let value = api.resource().await.unwrap();
     assert_eq!(value, "ready");
     assert_eq!(clock.now_ms(), 40);
-    assert_eq!(t.attempts(), 3);
     assert_eq!(t.dispatch_times(), vec![ms(0), ms(20), ms(40)]);
 
     // None later.
@@ -66,7 +65,6 @@ async fn s2_retry_exhaustion() {
     assert_eq!(e.attempts(), 3);
     assert_eq!(e.endpoint(), "resource");
     assert_eq!(clock.now_ms(), 40);
-    assert_eq!(t.attempts(), 3);
     assert_eq!(t.dispatch_times(), vec![ms(0), ms(20), ms(40)]);
 
     tests::assert_no_late_dispatch(&t, 3, Duration::from_secs(1)).await;
@@ -85,7 +83,6 @@ async fn s3_retry_disabled() {
     assert_eq!(e.body_text().as_deref(), Some("busy"));
     assert_eq!(e.attempts(), 1);
     assert_eq!(clock.now_ms(), 0);
-    assert_eq!(t.attempts(), 1);
 
     tests::assert_no_late_dispatch(&t, 1, Duration::from_secs(1)).await;
     assert_follow_up_succeeds(&t, || api.resource()).await;
@@ -133,7 +130,6 @@ async fn reset_is_not_retried_on_a_plain_post() {
     assert_eq!(e.kind(), ErrorKind::Transport);
     assert_eq!(e.attempts(), 1);
     assert_eq!(clock.now_ms(), 0);
-    assert_eq!(t.attempts(), 1);
 
     tests::assert_no_late_dispatch(&t, 1, Duration::from_secs(1)).await;
     assert_follow_up_succeeds(&t, || api.resource()).await;
@@ -163,7 +159,6 @@ async fn not_found_is_never_retried() {
     assert_eq!(e.body_text().as_deref(), Some("missing"));
     assert_eq!(e.attempts(), 1);
     assert_eq!(clock.now_ms(), 0);
-    assert_eq!(t.attempts(), 1);
 
     tests::assert_no_late_dispatch(&t, 1, Duration::from_secs(1)).await;
     assert_follow_up_succeeds(&t, || api.resource()).await;
@@ -181,7 +176,6 @@ async fn status_503_on_a_plain_post_is_not_retried() {
     assert_eq!(e.body_text().as_deref(), Some("busy"));
     assert_eq!(e.attempts(), 1);
     assert_eq!(clock.now_ms(), 0);
-    assert_eq!(t.attempts(), 1);
 
     tests::assert_no_late_dispatch(&t, 1, Duration::from_secs(1)).await;
     assert_follow_up_succeeds(&t, || api.resource()).await;

@@ -55,7 +55,6 @@ async fn s4_retry_backoff_cancel() {
     assert_eq!(clock.now_ms(), 20);
     assert_eq!(e.kind(), ErrorKind::Cancelled);
     assert_eq!(e.attempts(), 1);
-    assert_eq!(t.attempts(), 1);
 
     // Nothing is dispatched when the backoff would have ended, or later.
     tests::assert_no_late_dispatch(&t, 1, Duration::from_secs(1)).await;

@@ -40,7 +40,6 @@ async fn s10_retry_total_deadline_backoff_too_long() {
     assert_eq!(e.body_text().as_deref(), Some("busy"));
     assert_eq!(e.attempts(), 1);
     assert_eq!(e.retry_after(), None);
-    assert_eq!(t.attempts(), 1);
 
     tests::assert_no_late_dispatch(&t, 1, Duration::from_secs(1)).await;
     script_follow_up(&t);
@@ -88,7 +87,6 @@ async fn retry_after_that_cannot_fit_fails_at_once_and_carries_it() {
     assert_eq!(e.attempts(), 1);
     assert_eq!(e.retry_after(), Some(Duration::from_secs(1)));
     assert_eq!(e.retry_at(), Some(start + Duration::from_secs(1)));
-    assert_eq!(t.attempts(), 1);
 
     tests::assert_no_late_dispatch(&t, 1, Duration::from_secs(2)).await;
     script_follow_up(&t);

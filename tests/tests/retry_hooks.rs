@@ -93,7 +93,6 @@ async fn s13_retry_hook_error_predicate() {
     assert_eq!(clock.now_ms(), 0);
     assert_hook_error(&e, "predicate");
     assert_eq!(e.attempts(), 1);
-    assert_eq!(t.attempts(), 1);
     tests::assert_no_late_dispatch(&t, 1, Duration::from_secs(1)).await;
 
     // The 200 the failed call never reached goes to the next call.
@@ -148,7 +147,6 @@ async fn s13_retry_hook_error_on_retry() {
     assert_eq!(clock.now_ms(), 0);
     assert_hook_error(&e, "on_retry");
     assert_eq!(e.attempts(), 1);
-    assert_eq!(t.attempts(), 1);
     tests::assert_no_late_dispatch(&t, 1, Duration::from_secs(1)).await;
 
     assert_eq!(api.resource().await.unwrap(), "spare");
@@ -211,7 +209,6 @@ async fn s13_retry_hook_error_predicate_panics() {
         .unwrap_err();
     assert_eq!(clock.now_ms(), 0);
     assert_panic(err, "predicate panicked");
-    assert_eq!(t.attempts(), 1);
     tests::assert_no_late_dispatch(&t, 1, Duration::from_secs(1)).await;
 
     assert_eq!(api.resource().await.unwrap(), "spare");
@@ -242,7 +239,6 @@ async fn s13_retry_hook_error_on_retry_panics() {
         .unwrap_err();
     assert_eq!(clock.now_ms(), 0);
     assert_panic(err, "on_retry panicked");
-    assert_eq!(t.attempts(), 1);
     tests::assert_no_late_dispatch(&t, 1, Duration::from_secs(1)).await;
 
     assert_eq!(api.resource().await.unwrap(), "spare");
@@ -270,7 +266,6 @@ async fn s13_retry_hook_error_middleware_panics() {
         .unwrap_err();
     assert_eq!(clock.now_ms(), 0);
     assert_panic(err, "middleware panicked");
-    assert_eq!(t.attempts(), 0);
     tests::assert_no_late_dispatch(&t, 0, Duration::from_secs(1)).await;
 
     // The middleware held the only bulkhead slot when it panicked.

@@ -74,7 +74,6 @@ async fn attempt_timeout_fires_exactly() {
     assert_eq!(e.kind(), ErrorKind::AttemptTimeout);
     assert_eq!(e.timeout(), Some(TimeoutKind::Attempt));
     assert_eq!(e.attempts(), 1);
-    assert_eq!(t.attempts(), 1);
     assert_nothing_leaked(&t);
 
     tests::assert_no_late_dispatch(&t, 1, Duration::from_secs(1)).await;
@@ -210,7 +209,6 @@ async fn token_cancel_settles_in_the_same_tick() {
     assert_eq!(clock.now_ms(), 30);
     assert_eq!(e.kind(), ErrorKind::Cancelled);
     assert_eq!(e.timeout(), None);
-    assert_eq!(t.attempts(), 1);
     assert_nothing_leaked(&t);
 
     tests::assert_no_late_dispatch(&t, 1, Duration::from_secs(2)).await;
