@@ -117,6 +117,14 @@ pub async fn assert_no_late_dispatch(t: &ScriptedTransport, expected: usize, qui
     assert_eq!(t.attempts(), expected, "a dispatch came later");
 }
 
+/// Every request `server` received so far (wiremock tests).
+pub async fn received(server: &wiremock::MockServer) -> Vec<wiremock::Request> {
+    server
+        .received_requests()
+        .await
+        .expect("request recording is on")
+}
+
 /// Read one HTTP/1.1 request (head and `content-length` body) from `sock`, for the
 /// tests' raw loopback servers (the ones that must misbehave in ways wiremock cannot,
 /// such as cutting a body short).

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use resilient_api::{ApiError, Bytes, ErrorKind, Response, resilient_api};
 use serde::{Deserialize, Serialize};
+use tests::received;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use wiremock::matchers::{any, header, method, path, query_param};
@@ -101,13 +102,6 @@ fn client(base: &str) -> BasicsClient {
         .base_url(base)
         .build()
         .expect("client builds")
-}
-
-async fn received(server: &MockServer) -> Vec<Request> {
-    server
-        .received_requests()
-        .await
-        .expect("request recording is on")
 }
 
 fn header_str<'a>(r: &'a Request, name: &str) -> Option<&'a str> {

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use resilient_api::{ApiError, ErrorKind, TimeoutKind, resilient_api};
 use serde::{Deserialize, Serialize};
+use tests::received;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use wiremock::matchers::{method, path};
@@ -62,13 +63,6 @@ fn retrying(base: &str) -> RetryingClient {
         .base_url(base)
         .build()
         .expect("client builds")
-}
-
-async fn received(server: &MockServer) -> Vec<Request> {
-    server
-        .received_requests()
-        .await
-        .expect("request recording is on")
 }
 
 /// Answers from a list by arrival (the last answer repeats) and records when each
