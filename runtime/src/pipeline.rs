@@ -281,17 +281,22 @@ pub(crate) fn execute(
             if std::mem::take(&mut first) && deadline.is_some_and(|d| d <= start) {
                 return Poll::Ready(deadline_passed());
             }
-            if let (Some(at), Some(sleep)) = (armed, timer.as_mut().as_pin_mut())
-                && sleep.poll(cx).is_ready()
-            {
-                if deadline.is_some_and(|d| at >= d) {
-                    return Poll::Ready(deadline_passed());
-                }
-                // The running attempt's limit: the attempt sees it when polled below.
-                call.clock.fire();
-                armed = None;
-            }
+            // Set when the timer was just re-armed: the work has been polled already.
+            let mut rearmed = false;
             loop {
+                if let (Some(at), Some(sleep)) = (armed, timer.as_mut().as_pin_mut()) {
+                    if sleep.poll(cx).is_ready() {
+                        if deadline.is_some_and(|d| at >= d) {
+                            return Poll::Ready(deadline_passed());
+                        }
+                        // The running attempt's limit: the attempt sees it when polled
+                        // below.
+                        call.clock.fire();
+                        armed = None;
+                    } else if rearmed {
+                        return Poll::Pending;
+                    }
+                }
                 {
                     // Polled inside the call's span without a wrapper to move the work into.
                     let _entered = span.enter();
@@ -303,7 +308,7 @@ pub(crate) fn execute(
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
                 };
-                // Unchanged: already polled in this poll, above or in the last round.
+                // Unchanged: the timer was polled above in this poll.
                 if target == armed {
                     return Poll::Pending;
                 }
@@ -316,16 +321,8 @@ pub(crate) fn execute(
                     Some(sleep) => sleep.reset(at),
                     None => timer.set(Some(sleep_until(at))),
                 }
-                if let Some(sleep) = timer.as_mut().as_pin_mut()
-                    && sleep.poll(cx).is_pending()
-                {
-                    return Poll::Pending;
-                }
-                if deadline.is_some_and(|d| at >= d) {
-                    return Poll::Ready(deadline_passed());
-                }
-                call.clock.fire();
-                armed = None;
+                // Round again: polling the timer registers the new instant, or it fires.
+                rearmed = true;
             }
         })
         .await;
