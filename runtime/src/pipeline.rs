@@ -281,21 +281,19 @@ pub(crate) fn execute(
             if std::mem::take(&mut first) && deadline.is_some_and(|d| d <= start) {
                 return Poll::Ready(deadline_passed());
             }
-            // Set when the timer was just re-armed: the work has been polled already.
-            let mut rearmed = false;
             loop {
-                if let (Some(at), Some(sleep)) = (armed, timer.as_mut().as_pin_mut()) {
-                    if sleep.poll(cx).is_ready() {
-                        if deadline.is_some_and(|d| at >= d) {
-                            return Poll::Ready(deadline_passed());
-                        }
-                        // The running attempt's limit: the attempt sees it when polled
-                        // below.
-                        call.clock.fire();
-                        armed = None;
-                    } else if rearmed {
-                        return Poll::Pending;
+                // A timer the driver has fired: the deadline, or the running attempt's
+                // limit. Checked without polling; the timer is polled below, only when
+                // the work waits.
+                if let (Some(at), Some(sleep)) = (armed, timer.as_ref().as_pin_ref())
+                    && sleep.is_elapsed()
+                {
+                    if deadline.is_some_and(|d| at >= d) {
+                        return Poll::Ready(deadline_passed());
                     }
+                    // The running attempt's limit: the attempt sees it when polled below.
+                    call.clock.fire();
+                    armed = None;
                 }
                 {
                     // Polled inside the call's span without a wrapper to move the work into.
@@ -308,21 +306,24 @@ pub(crate) fn execute(
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
                 };
-                // Unchanged: the timer was polled above in this poll.
-                if target == armed {
+                if target != armed {
+                    armed = target;
+                    match (target, timer.as_mut().as_pin_mut()) {
+                        (None, _) => timer.set(None),
+                        (Some(at), Some(sleep)) => sleep.reset(at),
+                        (Some(at), None) => timer.set(Some(sleep_until(at))),
+                    }
+                }
+                // The work waits: the timer learns this task's waker, or has fired (then
+                // round again, to act on it at the top).
+                let fired = armed.is_some()
+                    && timer
+                        .as_mut()
+                        .as_pin_mut()
+                        .is_some_and(|sleep| sleep.poll(cx).is_ready());
+                if !fired {
                     return Poll::Pending;
                 }
-                armed = target;
-                let Some(at) = target else {
-                    timer.set(None);
-                    return Poll::Pending;
-                };
-                match timer.as_mut().as_pin_mut() {
-                    Some(sleep) => sleep.reset(at),
-                    None => timer.set(Some(sleep_until(at))),
-                }
-                // Round again: polling the timer registers the new instant, or it fires.
-                rearmed = true;
             }
         })
         .await;
