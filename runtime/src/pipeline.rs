@@ -720,7 +720,12 @@ impl Call<'_> {
                 let mut request = HttpRequest {
                     method: prepared.method.clone(),
                     url: prepared.url(self.inner, self.ep).clone(),
-                    headers: prepared.headers.clone(),
+                    // An empty map costs nothing to make; cloning one still copies.
+                    headers: if prepared.headers.is_empty() {
+                        HeaderMap::new()
+                    } else {
+                        prepared.headers.clone()
+                    },
                     body: match stream_body {
                         Some(s) => s,
                         None if prepared.body.is_empty() => RequestBody::Empty,
