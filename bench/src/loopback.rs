@@ -11,12 +11,14 @@
 
 use std::hint::black_box;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use reqwest_middleware::ClientWithMiddleware;
 use reqwest_retry::RetryTransientMiddleware;
 use reqwest_retry::policies::ExponentialBackoff;
+use resilient_api::bulkhead::{Bulkhead, BulkheadConfig};
+use resilient_api::retry::budget::{BudgetConfig, RetryBudget};
 use resilient_api::{ApiError, resilient_api};
 use tokio::runtime::Runtime;
 
@@ -43,6 +45,9 @@ pub enum Contender {
     Generated,
     /// (c) reqwest-middleware with reqwest-retry's exponential backoff, 2 retries.
     Middleware,
+    /// (d) Not a contender: (a) plus the default policies' own work, written by hand
+    /// (see [`Floor`]). Counted only with `--loopback-calls d`.
+    Floor,
 }
 
 /// In table order.
@@ -56,6 +61,7 @@ impl Contender {
             Contender::Raw => "(a) raw reqwest",
             Contender::Generated => "(b) generated",
             Contender::Middleware => "(c) reqwest-middleware",
+            Contender::Floor => "(d) the policies' floor",
         }
     }
 }
@@ -66,6 +72,18 @@ pub struct Clients {
     raw: reqwest::Client,
     generated: ItemsClient,
     middleware: ClientWithMiddleware,
+    floor: Floor,
+}
+
+/// What the default policies cost at the least on a healthy call, written by hand
+/// around the raw request: a breaker's check (one atomic load), a bulkhead permit, a
+/// retry-budget deposit, one timer for the attempt, and the content-type check. Its
+/// instruction count is the floor for (b): what is above it is the pipeline's own
+/// shape, not the policies' work.
+struct Floor {
+    bulkhead: Bulkhead,
+    budget: RetryBudget,
+    breaker: AtomicU64,
 }
 
 impl Clients {
@@ -88,6 +106,11 @@ impl Clients {
             raw,
             generated,
             middleware,
+            floor: Floor {
+                bulkhead: Bulkhead::new(BulkheadConfig::DEFAULT),
+                budget: RetryBudget::new(BudgetConfig::DEFAULT, tokio::time::Instant::now()),
+                breaker: AtomicU64::new(0),
+            },
         })
     }
 
@@ -102,6 +125,7 @@ impl Clients {
                 Ok(response.json::<Item>().await?)
             }
             Contender::Generated => Ok(self.generated.item().await?),
+            Contender::Floor => self.floor_call().await,
             Contender::Middleware => {
                 let response = self.middleware.get(self.url.clone()).send().await?;
                 if !response.status().is_success() {
@@ -110,6 +134,33 @@ impl Clients {
                 Ok(response.json::<Item>().await?)
             }
         }
+    }
+
+    /// One request by (d), [`Floor`].
+    async fn floor_call(&self) -> Result<Item, BoxError> {
+        let floor = &self.floor;
+        let now = tokio::time::Instant::now();
+        if floor.breaker.load(Ordering::Acquire) != 0 {
+            return Err("breaker open".into());
+        }
+        let _permit = floor.bulkhead.acquire().await?;
+        floor.budget.deposit(now);
+        let attempt = async {
+            let response = self.raw.get(self.url.clone()).send().await?;
+            if !response.status().is_success() {
+                return Err(format!("status {}", response.status()).into());
+            }
+            let json = response
+                .headers()
+                .get(reqwest::header::CONTENT_TYPE)
+                .is_none_or(|v| v.as_bytes().eq_ignore_ascii_case(b"application/json"));
+            if !json {
+                return Err("not JSON".into());
+            }
+            let body = response.bytes().await?;
+            Ok::<Item, BoxError>(serde_json::from_slice(&body)?)
+        };
+        tokio::time::timeout_at(now + Duration::from_secs(5), attempt).await?
     }
 }
 

@@ -145,13 +145,16 @@ fn parse_args() -> Result<Mode, String> {
             "--loopback-calls" => {
                 let who = args
                     .next()
-                    .ok_or("`--loopback-calls` needs a contender: a, b or c")?;
+                    .ok_or("`--loopback-calls` needs a contender: a, b, c or d")?;
                 let who = match who.as_str() {
                     "a" => loopback::Contender::Raw,
                     "b" => loopback::Contender::Generated,
                     "c" => loopback::Contender::Middleware,
+                    "d" => loopback::Contender::Floor,
                     other => {
-                        return Err(format!("unknown contender `{other}`; expected a, b or c"));
+                        return Err(format!(
+                            "unknown contender `{other}`; expected a, b, c or d"
+                        ));
                     }
                 };
                 let n = args.next().ok_or("`--loopback-calls` needs a count")?;
@@ -197,7 +200,7 @@ fn main() -> ExitCode {
         Mode::Server(port_file) => server::run(&port_file),
         Mode::Help => {
             println!(
-                "usage: bench [--smoke] [--only <{}>]\n       bench --server <port-file>\n       bench --engine-calls <n>",
+                "usage: bench [--smoke] [--only <{}>]\n       bench --server <port-file>\n       bench --engine-calls <n>\n       bench --loopback-calls <a|b|c|d> <n>",
                 SECTIONS.join("|")
             );
             Ok(())
