@@ -42,7 +42,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use futures_util::{Stream, TryFutureExt};
+use futures_util::Stream;
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use std::future::Future;
 use std::pin::Pin;
@@ -60,7 +60,7 @@ use crate::response::{RawBody, RawResponse, ResponseStream};
 use crate::retry::backoff::BackoffIter;
 use crate::timeout::AttemptClock;
 use crate::transport::{
-    Dispatcher, HttpRequest, HttpResponse, ResponseBody, TransportError, TransportErrorKind,
+    HttpRequest, HttpResponse, InFlight, ResponseBody, TransportError, TransportErrorKind,
 };
 
 /// Error bodies are kept up to this size.
@@ -744,10 +744,17 @@ impl Call<'_> {
                         ));
                     }
                 }
-                // Sending and reading one after the other: the read's state takes the
-                // place of the dispatch's instead of sitting beside it.
-                self.dispatch(prepared, request)
-                    .and_then(|response| self.read(response))
+                let method = request.method.clone();
+                let was_stream = matches!(request.body, RequestBody::Stream(_));
+                Exchange {
+                    call: self,
+                    prepared,
+                    state: ExchangeState::Sending {
+                        in_flight: self.inner.transport.send(request),
+                        method,
+                        was_stream,
+                    },
+                }
             };
             // Dispatched from here on: the token is spent.
             if let Some(token) = token {
@@ -838,105 +845,91 @@ impl Call<'_> {
         }
     }
 
-    /// Send and follow redirects, up to the final response's head.
-    // Not an `async fn`, for the same reason as `run`.
-    #[allow(clippy::manual_async_fn)]
-    fn dispatch<'s>(
-        &'s self,
-        prepared: &'s Prepared,
-        mut request: HttpRequest,
-    ) -> impl Future<Output = Result<HttpResponse, Failure>> + Send + 's {
-        async move {
-            let spec = self.ep.spec;
-            let mut hops = 0u32;
-            // The URL of the request in flight: the prepared one until a redirect.
-            let mut hop_url: Option<Url> = None;
-            let mut crossed = false;
-            let response = loop {
-                let method = request.method.clone();
-                let was_stream = matches!(request.body, RequestBody::Stream(_));
-                let response = match &self.inner.transport {
-                    #[cfg(feature = "reqwest")]
-                    Dispatcher::Reqwest(client) => {
-                        crate::transport::reqwest_start(client, request).await
-                    }
-                    Dispatcher::Custom(transport) => transport.send(request).await,
-                }
-                .map_err(|e| self.transport_failure(e))?;
-                if !response.status.is_redirection() || self.inner.max_redirects == 0 {
-                    break response;
-                }
-                let url = hop_url
-                    .as_ref()
-                    .unwrap_or(prepared.url(self.inner, self.ep));
-                let Some(next) = redirect_target(url, &response.headers) else {
-                    break response;
-                };
-                hops += 1;
-                if hops > self.inner.max_redirects {
-                    return Err(Failure::fatal(
-                        ApiError::new(ErrorKind::Redirect).with_message(format!(
-                            "more than {} redirects",
-                            self.inner.max_redirects
-                        )),
-                    ));
-                }
-                if url.scheme() == "https" && next.scheme() != "https" {
-                    return Err(Failure::fatal(
-                        ApiError::new(ErrorKind::Redirect)
-                            .with_message("a redirect from https to http was refused"),
-                    ));
-                }
-                let status = response.status;
-                drop(response);
-                let keep_method = matches!(
-                    status,
-                    StatusCode::TEMPORARY_REDIRECT | StatusCode::PERMANENT_REDIRECT
-                );
-                if keep_method && was_stream {
-                    return Err(Failure::fatal(
-                        ApiError::new(ErrorKind::Redirect).with_message(
-                            "a streamed request body cannot be sent again to the redirect target",
-                        ),
-                    ));
-                }
-                // Once a redirect has left the origin, credentials stay dropped, even if a
-                // later hop comes back.
-                crossed |= url.origin() != next.origin();
-                let mut headers = prepared.headers.clone();
-                if crossed {
-                    strip_credentials(&mut headers, spec.secrets);
-                }
-                let (method, body) =
-                    if keep_method || method == Method::GET || method == Method::HEAD {
-                        let body = if prepared.body.is_empty() {
-                            RequestBody::Empty
-                        } else {
-                            RequestBody::Bytes(prepared.body.clone())
-                        };
-                        (
-                            method,
-                            if keep_method {
-                                body
-                            } else {
-                                RequestBody::Empty
-                            },
-                        )
-                    } else {
-                        headers.remove(http::header::CONTENT_TYPE);
-                        headers.remove(http::header::CONTENT_LENGTH);
-                        (Method::GET, RequestBody::Empty)
-                    };
-                tracing::debug!(hop = hops, "following redirect");
-                hop_url = Some(next.clone());
-                request = HttpRequest {
-                    method,
-                    url: next,
-                    headers,
-                    body,
-                };
+    /// Follow redirects from `response`, the answer to a request with `method` (whose
+    /// body was a stream when `was_stream`), up to the final response's head. The
+    /// exchange boxes it: most responses are not redirects.
+    async fn follow(
+        &self,
+        prepared: &Prepared,
+        mut response: HttpResponse,
+        mut method: Method,
+        mut was_stream: bool,
+    ) -> Result<HttpResponse, Failure> {
+        let spec = self.ep.spec;
+        let mut hops = 0u32;
+        // The URL of the request in flight: the prepared one until a redirect.
+        let mut hop_url: Option<Url> = None;
+        let mut crossed = false;
+        loop {
+            if !response.status.is_redirection() || self.inner.max_redirects == 0 {
+                return Ok(response);
+            }
+            let url = hop_url
+                .as_ref()
+                .unwrap_or(prepared.url(self.inner, self.ep));
+            let Some(next) = redirect_target(url, &response.headers) else {
+                return Ok(response);
             };
-            Ok(response)
+            hops += 1;
+            if hops > self.inner.max_redirects {
+                return Err(Failure::fatal(
+                    ApiError::new(ErrorKind::Redirect)
+                        .with_message(format!("more than {} redirects", self.inner.max_redirects)),
+                ));
+            }
+            if url.scheme() == "https" && next.scheme() != "https" {
+                return Err(Failure::fatal(
+                    ApiError::new(ErrorKind::Redirect)
+                        .with_message("a redirect from https to http was refused"),
+                ));
+            }
+            let status = response.status;
+            drop(response);
+            let keep_method = matches!(
+                status,
+                StatusCode::TEMPORARY_REDIRECT | StatusCode::PERMANENT_REDIRECT
+            );
+            if keep_method && was_stream {
+                return Err(Failure::fatal(
+                    ApiError::new(ErrorKind::Redirect).with_message(
+                        "a streamed request body cannot be sent again to the redirect target",
+                    ),
+                ));
+            }
+            // Once a redirect has left the origin, credentials stay dropped, even if a
+            // later hop comes back.
+            crossed |= url.origin() != next.origin();
+            let mut headers = prepared.headers.clone();
+            if crossed {
+                strip_credentials(&mut headers, spec.secrets);
+            }
+            let body = if keep_method || method == Method::GET || method == Method::HEAD {
+                if !keep_method || prepared.body.is_empty() {
+                    RequestBody::Empty
+                } else {
+                    RequestBody::Bytes(prepared.body.clone())
+                }
+            } else {
+                headers.remove(http::header::CONTENT_TYPE);
+                headers.remove(http::header::CONTENT_LENGTH);
+                method = Method::GET;
+                RequestBody::Empty
+            };
+            tracing::debug!(hop = hops, "following redirect");
+            hop_url = Some(next.clone());
+            was_stream = false;
+            let request = HttpRequest {
+                method: method.clone(),
+                url: next,
+                headers,
+                body,
+            };
+            response = self
+                .inner
+                .transport
+                .send(request)
+                .await
+                .map_err(|e| self.transport_failure(e))?;
         }
     }
 
@@ -959,92 +952,203 @@ impl Call<'_> {
         self.ep.spec.policy.max_body.unwrap_or(self.inner.max_body)
     }
 
-    /// Read (or hand over) the body and classify the status.
-    // Not an `async fn`, and the response is not taken apart into locals: its parts
-    // are stored once in the future.
-    #[allow(clippy::manual_async_fn)]
-    fn read(
+    /// A response handed to the caller as it arrives.
+    fn stream_response(
         &self,
-        response: HttpResponse,
-    ) -> impl Future<Output = Result<RawResponse, Failure>> + Send + '_ {
-        async move {
-            let spec = self.ep.spec;
-            let status = response.status;
-            if !status.is_success() && !status.is_redirection() {
-                let (bytes, _) = read_bounded(response.body, ERROR_BODY_LIMIT as u64, true).await;
-                let code = status.as_u16();
-                let retryable = spec.idempotent && spec.policy.retry.retries_status(code);
-                let server_wait = if retryable {
-                    crate::retry::retry_after::server_wait(
-                        &response.headers,
-                        (self.inner.wall_clock)(),
-                        spec.policy.retry.retry_after_cap,
-                    )
-                } else {
-                    None
-                };
-                return Err(Failure {
-                    error: ApiError::new(ErrorKind::Status).with_status(
-                        code,
-                        response.headers,
-                        bytes.unwrap_or_default(),
-                    ),
-                    retryable,
-                    server_wait,
-                });
-            }
-            let limit = self.limit();
-            if let Some(len) = response
-                .body
-                .declared_len()
-                .or_else(|| content_length(&response.headers))
-                && len > limit
-            {
-                return Err(Failure::fatal(too_large(limit)));
-            }
-            if self.streaming {
-                let idle = spec
-                    .policy
-                    .attempt_timeout
-                    .unwrap_or(Duration::from_secs(30));
-                let stream = ResponseStream::new(
+        status: StatusCode,
+        headers: HeaderMap,
+        body: ResponseBody,
+        limit: u64,
+    ) -> RawResponse {
+        let spec = self.ep.spec;
+        let idle = spec
+            .policy
+            .attempt_timeout
+            .unwrap_or(Duration::from_secs(30));
+        let stream = ResponseStream::new(
+            status,
+            headers.clone(),
+            body,
+            self.deadline,
+            idle,
+            limit,
+            spec.name,
+        );
+        RawResponse {
+            status: stream.status(),
+            headers,
+            body: RawBody::Streaming(Box::new(stream)),
+            endpoint: spec.name,
+        }
+    }
+
+    /// Classify a response whose body has been read: an error status (`error`) with
+    /// the start of its body, or a success with all of it.
+    fn finish_read(
+        &self,
+        status: StatusCode,
+        headers: HeaderMap,
+        error: bool,
+        (bytes, failed): (Option<Bytes>, Option<ReadError>),
+    ) -> Result<RawResponse, Failure> {
+        let spec = self.ep.spec;
+        if error {
+            let code = status.as_u16();
+            let retryable = spec.idempotent && spec.policy.retry.retries_status(code);
+            let server_wait = if retryable {
+                crate::retry::retry_after::server_wait(
+                    &headers,
+                    (self.inner.wall_clock)(),
+                    spec.policy.retry.retry_after_cap,
+                )
+            } else {
+                None
+            };
+            return Err(Failure {
+                error: ApiError::new(ErrorKind::Status).with_status(
+                    code,
+                    headers,
+                    bytes.unwrap_or_default(),
+                ),
+                retryable,
+                server_wait,
+            });
+        }
+        match failed {
+            None => Ok(RawResponse {
+                status,
+                headers,
+                body: RawBody::Buffered(bytes.unwrap_or_default()),
+                endpoint: spec.name,
+            }),
+            Some(ReadError::TooLarge) => Err(Failure::fatal(too_large(self.limit()))),
+            Some(ReadError::Transport(e)) => Err(Failure {
+                error: ApiError::new(ErrorKind::Transport)
+                    .with_message("the response body was cut short")
+                    .with_source(e),
+                retryable: spec.idempotent,
+                server_wait: None,
+            }),
+        }
+    }
+}
+
+/// One attempt's exchange with the server: send, follow any redirect, read the body,
+/// classify the answer. Polled by hand because every call runs it: one future instead
+/// of a send, a redirect loop and a read nested in one another.
+struct Exchange<'c, F> {
+    call: &'c Call<'c>,
+    prepared: &'c Prepared,
+    state: ExchangeState<'c, F>,
+}
+
+enum ExchangeState<'c, F> {
+    /// On its way; the method, and whether the body was a stream, are kept for a
+    /// redirect.
+    Sending {
+        in_flight: InFlight<F>,
+        method: Method,
+        was_stream: bool,
+    },
+    /// Following redirects: the rare path, boxed.
+    Following(Pin<Box<dyn Future<Output = Result<HttpResponse, Failure>> + Send + 'c>>),
+    /// Reading the final response's body; `error` when its status is an error.
+    Reading {
+        status: StatusCode,
+        headers: HeaderMap,
+        read: ReadBounded,
+        error: bool,
+    },
+    Done,
+}
+
+impl<F> Future for Exchange<'_, F>
+where
+    InFlight<F>: Future<Output = Result<HttpResponse, TransportError>> + Unpin,
+{
+    type Output = Result<RawResponse, Failure>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let call = this.call;
+        loop {
+            let response = match &mut this.state {
+                ExchangeState::Sending {
+                    in_flight,
+                    method,
+                    was_stream,
+                } => {
+                    let response = match std::task::ready!(Pin::new(in_flight).poll(cx)) {
+                        Ok(response) => response,
+                        Err(e) => {
+                            this.state = ExchangeState::Done;
+                            return Poll::Ready(Err(call.transport_failure(e)));
+                        }
+                    };
+                    if response.status.is_redirection() && call.inner.max_redirects > 0 {
+                        let method = std::mem::replace(method, Method::GET);
+                        let follow = call.follow(this.prepared, response, method, *was_stream);
+                        this.state = ExchangeState::Following(Box::pin(follow));
+                        continue;
+                    }
+                    response
+                }
+                ExchangeState::Following(follow) => {
+                    match std::task::ready!(follow.as_mut().poll(cx)) {
+                        Ok(response) => response,
+                        Err(failure) => {
+                            this.state = ExchangeState::Done;
+                            return Poll::Ready(Err(failure));
+                        }
+                    }
+                }
+                ExchangeState::Reading {
                     status,
-                    response.headers.clone(),
-                    response.body,
-                    self.deadline,
-                    idle,
-                    limit,
-                    spec.name,
-                );
-                return Ok(RawResponse {
-                    status: stream.status(),
-                    headers: response.headers,
-                    body: RawBody::Streaming(Box::new(stream)),
-                    endpoint: spec.name,
-                });
-            }
-            match read_bounded(response.body, limit, false).await {
-                (Some(bytes), None) => Ok(RawResponse {
-                    status,
-                    headers: response.headers,
-                    body: RawBody::Buffered(bytes),
-                    endpoint: spec.name,
-                }),
-                (_, Some(ReadError::TooLarge)) => Err(Failure::fatal(too_large(limit))),
-                (_, Some(ReadError::Transport(e))) => Err(Failure {
-                    error: ApiError::new(ErrorKind::Transport)
-                        .with_message("the response body was cut short")
-                        .with_source(e),
-                    retryable: spec.idempotent,
-                    server_wait: None,
-                }),
-                (None, None) => Ok(RawResponse {
-                    status,
-                    headers: response.headers,
-                    body: RawBody::Buffered(Bytes::new()),
-                    endpoint: spec.name,
-                }),
-            }
+                    headers,
+                    read,
+                    error,
+                } => {
+                    let read = std::task::ready!(Pin::new(read).poll(cx));
+                    let result = call.finish_read(*status, std::mem::take(headers), *error, read);
+                    this.state = ExchangeState::Done;
+                    return Poll::Ready(result);
+                }
+                ExchangeState::Done => {
+                    return Poll::Ready(Err(Failure::fatal(
+                        ApiError::new(ErrorKind::InvalidRequest)
+                            .with_message("an attempt was polled after it ended"),
+                    )));
+                }
+            };
+            // The final response's head: what needs no waiting is decided now.
+            let HttpResponse {
+                status,
+                headers,
+                body,
+            } = response;
+            let error = !status.is_success() && !status.is_redirection();
+            let limit = if error {
+                ERROR_BODY_LIMIT as u64
+            } else {
+                let limit = call.limit();
+                if let Some(len) = body.declared_len().or_else(|| content_length(&headers))
+                    && len > limit
+                {
+                    this.state = ExchangeState::Done;
+                    return Poll::Ready(Err(Failure::fatal(too_large(limit))));
+                }
+                if call.streaming {
+                    this.state = ExchangeState::Done;
+                    return Poll::Ready(Ok(call.stream_response(status, headers, body, limit)));
+                }
+                limit
+            };
+            this.state = ExchangeState::Reading {
+                status,
+                headers,
+                read: read_bounded(body, limit, error),
+                error,
+            };
         }
     }
 }

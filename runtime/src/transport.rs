@@ -263,8 +263,72 @@ impl fmt::Debug for Dispatcher {
     }
 }
 
+impl Dispatcher {
+    /// Start sending `request`: reqwest's request is held in place, a custom
+    /// transport's future stays in its box.
+    #[cfg(feature = "reqwest")]
+    pub(crate) fn send(
+        &self,
+        request: HttpRequest,
+    ) -> InFlight<
+        impl Future<Output = Result<reqwest::Response, reqwest::Error>> + Send + Unpin + use<>,
+    > {
+        match self {
+            Dispatcher::Reqwest(client) => {
+                InFlight::Reqwest(reqwest_transport::start(client, request))
+            }
+            Dispatcher::Custom(transport) => {
+                InFlight::Custom(transport.send(request), std::marker::PhantomData)
+            }
+        }
+    }
+
+    /// Start sending `request` through the custom transport.
+    #[cfg(not(feature = "reqwest"))]
+    pub(crate) fn send(&self, request: HttpRequest) -> InFlight<std::future::Pending<()>> {
+        match self {
+            Dispatcher::Custom(transport) => {
+                InFlight::Custom(transport.send(request), std::marker::PhantomData)
+            }
+        }
+    }
+}
+
+/// A request on its way, up to the response's head, through either dispatcher. `F` is
+/// reqwest's own pending request.
+pub(crate) enum InFlight<F> {
+    #[cfg(feature = "reqwest")]
+    Reqwest(reqwest_transport::Sending<F>),
+    /// `F` is unused here; the marker keeps it a parameter without the `reqwest`
+    /// feature.
+    Custom(SendFuture, std::marker::PhantomData<fn() -> F>),
+}
+
 #[cfg(feature = "reqwest")]
-pub(crate) use self::reqwest_transport::start as reqwest_start;
+impl<F> Future for InFlight<F>
+where
+    F: Future<Output = Result<reqwest::Response, reqwest::Error>> + Unpin,
+{
+    type Output = Result<HttpResponse, TransportError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            InFlight::Reqwest(sending) => Pin::new(sending).poll(cx),
+            InFlight::Custom(send, _) => send.as_mut().poll(cx),
+        }
+    }
+}
+
+#[cfg(not(feature = "reqwest"))]
+impl<F> Future for InFlight<F> {
+    type Output = Result<HttpResponse, TransportError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            InFlight::Custom(send, _) => send.as_mut().poll(cx),
+        }
+    }
+}
 
 #[cfg(feature = "reqwest")]
 mod reqwest_transport {
