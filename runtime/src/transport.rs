@@ -49,6 +49,10 @@ pub type SendFuture = Pin<Box<dyn Future<Output = Result<HttpResponse, Transport
 /// Sends one HTTP request and returns the response head with a body to read.
 ///
 /// Dropping the returned future, or the response body, must abort the request.
+///
+/// `send` is called as the attempt starts, inside the call's `http.client` span; the
+/// returned future is polled inside the attempt's `http.attempt` span. Do the work in
+/// the future.
 pub trait Transport: Send + Sync + 'static {
     /// Send `request`.
     fn send(&self, request: HttpRequest) -> SendFuture;
