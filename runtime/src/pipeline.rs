@@ -1261,6 +1261,10 @@ impl Future for ReadBounded {
                 }
                 (_, Some(b)) => b.extend_from_slice(&chunk),
             }
+            // Every declared byte is in: the end needs no poll of its own.
+            if this.body.is_end() {
+                return Poll::Ready((this.taken(), None));
+            }
         }
     }
 }

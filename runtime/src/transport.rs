@@ -133,6 +133,17 @@ impl ResponseBody {
 }
 
 impl ResponseBody {
+    /// Whether the body is known to be over without another poll: every byte of a
+    /// `Content-Length` read, or nothing left in memory.
+    pub(crate) fn is_end(&self) -> bool {
+        match &self.inner {
+            BodyInner::Full(b) => b.is_none(),
+            BodyInner::Stream(_) => false,
+            #[cfg(feature = "reqwest")]
+            BodyInner::Reqwest(body) => http_body::Body::is_end_stream(body),
+        }
+    }
+
     /// The length reqwest already parsed from `Content-Length`, saving a second parse.
     pub(crate) fn declared_len(&self) -> Option<u64> {
         match &self.inner {
