@@ -484,29 +484,32 @@ impl Call<'_> {
                 }
                 round += 1;
                 let first = self.attempts.load(Ordering::Relaxed) + 1;
-                let result = match spec.policy.hedge {
-                    Some(h) if spec.idempotent && replayable => {
-                        // Boxed: the rare path should not grow every call's future.
-                        Box::pin(self.hedged_round(prepared, h, first)).await
-                    }
-                    // The inner attempt is awaited right here, one nesting level less
-                    // for every call to move.
-                    _ => match self
-                        .attempt_inner(prepared, stream_body.take(), first - 1, self.driven)
-                        .await
-                    {
-                        Ok((result, verdict)) => {
-                            verdict.record();
-                            result
+                // In a block: the round's result is gone before the backoff's await, so
+                // the future does not keep room for it.
+                let wait = {
+                    let result = match spec.policy.hedge {
+                        Some(h) if spec.idempotent && replayable => {
+                            // Boxed: the rare path should not grow every call's future.
+                            Box::pin(self.hedged_round(prepared, h, first)).await
                         }
-                        Err(failure) => Err(failure),
-                    },
+                        // The inner attempt is awaited right here, one nesting level less
+                        // for every call to move.
+                        _ => match self
+                            .attempt_inner(prepared, stream_body.take(), first - 1, self.driven)
+                            .await
+                        {
+                            Ok((result, verdict)) => {
+                                verdict.record();
+                                result
+                            }
+                            Err(failure) => Err(failure),
+                        },
+                    };
+                    match result {
+                        Ok(raw) => return Ok(raw),
+                        Err(failure) => self.next_wait(failure, round, replayable, &mut backoff)?,
+                    }
                 };
-                let failure = match result {
-                    Ok(raw) => return Ok(raw),
-                    Err(f) => f,
-                };
-                let wait = self.next_wait(failure, round, replayable, &mut backoff)?;
                 if !wait.is_zero() {
                     sleep(wait).await;
                 }
