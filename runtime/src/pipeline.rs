@@ -236,7 +236,9 @@ pub(crate) fn execute(
         );
         let prepared = prepare(inner, ep, request);
         // A streamed body is sent once, by the first attempt; any other body is in
-        // the prepared request.
+        // the prepared request. Asked here rather than of `stream_body` later: a local
+        // that is borrowed keeps its room in this future after being moved away.
+        let streamed = matches!(request.body, RequestBody::Stream(_));
         let stream_body = match std::mem::take(&mut request.body) {
             RequestBody::Stream(s) => Some(RequestBody::Stream(s)),
             _ => None,
@@ -255,8 +257,7 @@ pub(crate) fn execute(
             clock: AttemptClock::new(),
             driven: true,
         };
-        let coalesce =
-            spec.policy.coalesce && spec.idempotent && !streaming && stream_body.is_none();
+        let coalesce = spec.policy.coalesce && spec.idempotent && !streaming && !streamed;
         let cancel = handle.options.cancel.as_ref();
         // Boxed: only calls given a token pay for its (large) waiting future.
         let mut cancelled = cancel.map(|t| Box::pin(t.cancelled()));
