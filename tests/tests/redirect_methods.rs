@@ -1,0 +1,96 @@
+//! What a redirect does to the method and the body: 307 and 308 send the same method
+//! and bytes again; 301, 302 and 303 turn a POST into a bodiless GET; a streamed body,
+//! sent once, cannot follow a 307.
+
+use bytes::Bytes;
+use resilient_api::testing::{ScriptedTransport, Step};
+use resilient_api::{ApiError, BodyStream, ErrorKind, resilient_api};
+use tests::{assert_nothing_leaked, scripted};
+
+/// A POST with bytes, and one with a stream.
+#[resilient_api(timeout(attempt = "1s"), retry(max = 0))]
+pub trait Posting {
+    #[post("/form")]
+    async fn send(&self, #[body(raw)] payload: &[u8]) -> Result<String, ApiError>;
+
+    #[post("/upload")]
+    async fn upload(&self, #[body(stream)] payload: BodyStream) -> Result<String, ApiError>;
+}
+
+const PAYLOAD: &[u8] = b"one=1&two=2";
+
+fn stream() -> BodyStream {
+    let chunks: Vec<Result<Bytes, std::io::Error>> = vec![Ok(Bytes::from_static(PAYLOAD))];
+    BodyStream::new(futures_util::stream::iter(chunks))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_307_or_308_sends_the_same_method_and_body_again() {
+    for status in [307u16, 308] {
+        let t = ScriptedTransport::new([
+            Step::status(status).header("location", "/moved"),
+            Step::status(200).body("done"),
+        ]);
+        let api: PostingClient = scripted(&t);
+        assert_eq!(api.send(PAYLOAD).await.expect("followed"), "done");
+        let requests = t.requests();
+        assert_eq!(requests.len(), 2, "{status}");
+        assert_eq!(requests[1].url, "https://example.test/moved");
+        assert_eq!(requests[1].method, http::Method::POST, "{status}");
+        assert_eq!(requests[1].body, Bytes::from_static(PAYLOAD), "{status}");
+        assert_nothing_leaked(&t);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_301_302_or_303_turns_a_post_into_a_bodiless_get() {
+    for status in [301u16, 302, 303] {
+        let t = ScriptedTransport::new([
+            Step::status(status).header("location", "/result"),
+            Step::status(200).body("done"),
+        ]);
+        let api: PostingClient = scripted(&t);
+        assert_eq!(api.send(PAYLOAD).await.expect("followed"), "done");
+        let requests = t.requests();
+        assert_eq!(requests.len(), 2, "{status}");
+        assert_eq!(requests[0].method, http::Method::POST);
+        assert_eq!(requests[1].method, http::Method::GET, "{status}");
+        assert!(requests[1].body.is_empty(), "{status}");
+        assert!(
+            !requests[1].headers.contains_key("content-type"),
+            "{status}"
+        );
+        assert!(
+            !requests[1].headers.contains_key("content-length"),
+            "{status}"
+        );
+        assert_nothing_leaked(&t);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_streamed_body_cannot_follow_a_307() {
+    let t = ScriptedTransport::new([Step::status(307).header("location", "/again")]);
+    let api: PostingClient = scripted(&t);
+    let e = api.upload(stream()).await.expect_err("not replayable");
+    assert_eq!(e.kind(), ErrorKind::Redirect);
+    assert_eq!(e.attempts(), 1);
+    assert_eq!(t.attempts(), 1);
+    assert_nothing_leaked(&t);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_streamed_body_may_follow_a_303_as_a_get() {
+    let t = ScriptedTransport::new([
+        Step::status(303).header("location", "/status"),
+        Step::status(200).body("stored"),
+    ]);
+    let api: PostingClient = scripted(&t);
+    assert_eq!(api.upload(stream()).await.expect("followed"), "stored");
+    let requests = t.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0].body, Bytes::from_static(PAYLOAD));
+    assert_eq!(requests[1].method, http::Method::GET);
+    assert!(requests[1].body.is_empty());
+    assert_nothing_leaked(&t);
+}
