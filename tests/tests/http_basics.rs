@@ -531,6 +531,53 @@ async fn chunked_body_over_the_limit_is_too_large() {
     assert_eq!(api.text().await.unwrap(), "z".repeat(900));
 }
 
+/// A keep-alive HTTP/1.1 server that answers every request on a connection with
+/// `body` and its `content-length`. Returns its base URL and how many connections it
+/// accepted.
+async fn keep_alive_server(body: &'static str) -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("local addr");
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            count.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                loop {
+                    match tests::read_request(&mut sock).await {
+                        Ok(request) if !request.is_empty() => {}
+                        _ => return,
+                    }
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\
+                         content-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if sock.write_all(answer.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (format!("http://{addr}"), accepted)
+}
+
+#[tokio::test]
+async fn a_body_read_to_its_content_length_keeps_the_connection() {
+    // The read stops once every declared byte is in, without polling for the end:
+    // the connection must still go back to the pool.
+    let (base, accepted) = keep_alive_server("kept").await;
+    let api = BasicsClient::builder().base_url(&base).build().unwrap();
+    for _ in 0..5 {
+        assert_eq!(api.text().await.unwrap(), "kept");
+    }
+    assert_eq!(accepted.load(Ordering::SeqCst), 1);
+}
+
 // ---------------------------------------------------------------------------------
 // Result types
 // ---------------------------------------------------------------------------------
