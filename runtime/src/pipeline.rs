@@ -343,12 +343,12 @@ pub(crate) fn execute(
         );
         match result {
             Ok(raw) => {
-                span.record("http.response.status_code", raw.status.as_u16());
+                record_status(&span, raw.status.as_u16());
                 Ok(raw)
             }
             Err(e) => {
                 if let Some(s) = e.status() {
-                    span.record("http.response.status_code", s);
+                    record_status(&span, s);
                 }
                 let e = finish(e);
                 tracing::debug!(parent: &span, error = %e, "call failed");
@@ -810,12 +810,12 @@ impl Call<'_> {
             let ended = (!driven).then(Instant::now);
             let outcome = match &result {
                 Ok(raw) => {
-                    span.record("http.response.status_code", raw.status.as_u16());
+                    record_status(&span, raw.status.as_u16());
                     Outcome::Success
                 }
                 Err(failure) => {
                     if let Some(s) = failure.error.status() {
-                        span.record("http.response.status_code", s);
+                        record_status(&span, s);
                     }
                     match failure.error.kind() {
                         ErrorKind::Connect | ErrorKind::Transport | ErrorKind::AttemptTimeout => {
@@ -1154,6 +1154,14 @@ where
                 error,
             };
         }
+    }
+}
+
+/// Record the response's status on `span`. A span nobody listens to is skipped:
+/// `Span::record` looks its field up by name even then, on every call.
+fn record_status(span: &tracing::Span, status: u16) {
+    if !span.is_disabled() {
+        span.record("http.response.status_code", status);
     }
 }
 
