@@ -5,6 +5,8 @@
 //! real clock), and `ui.rs` (trybuild).
 
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::time::Instant;
@@ -123,6 +125,30 @@ pub async fn received(server: &wiremock::MockServer) -> Vec<wiremock::Request> {
         .received_requests()
         .await
         .expect("request recording is on")
+}
+
+/// A raw HTTP/1.1 server on loopback, for what wiremock cannot do: cut a body short,
+/// send chunks, keep a connection or count them. `serve` runs on each accepted
+/// connection with its number (0 for the first). Returns the base URL and how many
+/// connections were accepted.
+pub async fn raw_server<F, Fut>(serve: F) -> (String, Arc<AtomicUsize>)
+where
+    F: Fn(tokio::net::TcpStream, usize) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("local addr");
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((sock, _)) = listener.accept().await {
+            let n = count.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(serve(sock, n));
+        }
+    });
+    (format!("http://{addr}"), accepted)
 }
 
 /// Read one HTTP/1.1 request (head and `content-length` body) from `sock`, for the

@@ -10,7 +10,6 @@ use resilient_api::{ApiError, Bytes, ErrorKind, Response, resilient_api};
 use serde::{Deserialize, Serialize};
 use tests::received;
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpListener;
 use wiremock::matchers::{any, header, method, path, query_param};
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
@@ -468,44 +467,31 @@ async fn body_over_the_limit_with_content_length_is_too_large() {
 }
 
 /// A tiny HTTP/1.1 server that answers every request with a chunked body of
-/// `chunks` chunks of `chunk_len` bytes (no `content-length`). Returns its base URL and
-/// a count of the requests it read.
+/// `chunks` chunks of `chunk_len` bytes (no `content-length`), then closes the
+/// connection. Returns its base URL and a count of its connections, one per request.
 async fn chunked_server(chunks: usize, chunk_len: usize) -> (String, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("local addr");
-    let count = Arc::new(AtomicUsize::new(0));
-    let seen = count.clone();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut sock, _)) = listener.accept().await else {
-                return;
-            };
-            let seen = seen.clone();
-            tokio::spawn(async move {
-                if tests::read_request(&mut sock).await.is_err() {
-                    return;
-                }
-                seen.fetch_add(1, Ordering::SeqCst);
-                let head = "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\
-                            transfer-encoding: chunked\r\nconnection: close\r\n\r\n";
-                if sock.write_all(head.as_bytes()).await.is_err() {
-                    return;
-                }
-                for _ in 0..chunks {
-                    let mut chunk = format!("{chunk_len:x}\r\n").into_bytes();
-                    chunk.extend(std::iter::repeat_n(b'z', chunk_len));
-                    chunk.extend_from_slice(b"\r\n");
-                    if sock.write_all(&chunk).await.is_err() {
-                        return;
-                    }
-                    let _ = sock.flush().await;
-                }
-                let _ = sock.write_all(b"0\r\n\r\n").await;
-                let _ = sock.shutdown().await;
-            });
+    tests::raw_server(move |mut sock, _| async move {
+        if tests::read_request(&mut sock).await.is_err() {
+            return;
         }
-    });
-    (format!("http://{addr}"), count)
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\
+                    transfer-encoding: chunked\r\nconnection: close\r\n\r\n";
+        if sock.write_all(head.as_bytes()).await.is_err() {
+            return;
+        }
+        for _ in 0..chunks {
+            let mut chunk = format!("{chunk_len:x}\r\n").into_bytes();
+            chunk.extend(std::iter::repeat_n(b'z', chunk_len));
+            chunk.extend_from_slice(b"\r\n");
+            if sock.write_all(&chunk).await.is_err() {
+                return;
+            }
+            let _ = sock.flush().await;
+        }
+        let _ = sock.write_all(b"0\r\n\r\n").await;
+        let _ = sock.shutdown().await;
+    })
+    .await
 }
 
 #[tokio::test]
@@ -535,35 +521,23 @@ async fn chunked_body_over_the_limit_is_too_large() {
 /// `body` and its `content-length`. Returns its base URL and how many connections it
 /// accepted.
 async fn keep_alive_server(body: &'static str) -> (String, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("local addr");
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let count = accepted.clone();
-    tokio::spawn(async move {
+    tests::raw_server(move |mut sock, _| async move {
         loop {
-            let Ok((mut sock, _)) = listener.accept().await else {
+            match tests::read_request(&mut sock).await {
+                Ok(request) if !request.is_empty() => {}
+                _ => return,
+            }
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\
+                 content-length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            if sock.write_all(answer.as_bytes()).await.is_err() {
                 return;
-            };
-            count.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                loop {
-                    match tests::read_request(&mut sock).await {
-                        Ok(request) if !request.is_empty() => {}
-                        _ => return,
-                    }
-                    let answer = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\
-                         content-length: {}\r\n\r\n{body}",
-                        body.len()
-                    );
-                    if sock.write_all(answer.as_bytes()).await.is_err() {
-                        return;
-                    }
-                }
-            });
+            }
         }
-    });
-    (format!("http://{addr}"), accepted)
+    })
+    .await
 }
 
 #[tokio::test]

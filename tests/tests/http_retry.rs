@@ -10,7 +10,6 @@ use resilient_api::{ApiError, ErrorKind, TimeoutKind, resilient_api};
 use serde::{Deserialize, Serialize};
 use tests::received;
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpListener;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
@@ -309,40 +308,28 @@ const WHOLE: &str = r#"{"id":1,"name":"whole"}"#;
 /// connections get a whole JSON document. Every answer closes its connection, so
 /// connections counted = requests answered.
 async fn truncating_server(truncated: usize) -> (String, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("local addr");
-    let connections = Arc::new(AtomicUsize::new(0));
-    let count = connections.clone();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut sock, _)) = listener.accept().await else {
-                return;
-            };
-            let n = count.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                if tests::read_request(&mut sock).await.is_err() {
-                    return;
-                }
-                if n < truncated {
-                    let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
-                                content-length: 100\r\n\r\n";
-                    let _ = sock.write_all(head.as_bytes()).await;
-                    let _ = sock.write_all(&br#"{"id":1,"n"#[..]).await;
-                    let _ = sock.flush().await;
-                    // Dropping the socket closes it 90 bytes short.
-                } else {
-                    let answer = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
-                         content-length: {}\r\nconnection: close\r\n\r\n{WHOLE}",
-                        WHOLE.len()
-                    );
-                    let _ = sock.write_all(answer.as_bytes()).await;
-                    let _ = sock.shutdown().await;
-                }
-            });
+    tests::raw_server(move |mut sock, n| async move {
+        if tests::read_request(&mut sock).await.is_err() {
+            return;
         }
-    });
-    (format!("http://{addr}"), connections)
+        if n < truncated {
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                        content-length: 100\r\n\r\n";
+            let _ = sock.write_all(head.as_bytes()).await;
+            let _ = sock.write_all(&br#"{"id":1,"n"#[..]).await;
+            let _ = sock.flush().await;
+            // Dropping the socket closes it 90 bytes short.
+        } else {
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                 content-length: {}\r\nconnection: close\r\n\r\n{WHOLE}",
+                WHOLE.len()
+            );
+            let _ = sock.write_all(answer.as_bytes()).await;
+            let _ = sock.shutdown().await;
+        }
+    })
+    .await
 }
 
 fn whole_doc() -> Doc {
