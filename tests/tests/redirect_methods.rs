@@ -3,7 +3,7 @@
 //! sent once, cannot follow a 307.
 
 use bytes::Bytes;
-use resilient_api::testing::{ScriptedTransport, Step};
+use resilient_api::testing::{RecordedRequest, ScriptedTransport, Step};
 use resilient_api::{ApiError, BodyStream, ErrorKind, resilient_api};
 use tests::{assert_nothing_leaked, scripted};
 
@@ -24,47 +24,41 @@ fn stream() -> BodyStream {
     BodyStream::new(futures_util::stream::iter(chunks))
 }
 
+/// The POST answered with `status` and a `Location` to `/next`, then 200: every
+/// request the transport saw (two, asserted).
+async fn sent_after(status: u16) -> Vec<RecordedRequest> {
+    let t = ScriptedTransport::new([
+        Step::status(status).header("location", "/next"),
+        Step::status(200).body("done"),
+    ]);
+    let api: PostingClient = scripted(&t);
+    assert_eq!(api.send(PAYLOAD).await.expect("followed"), "done");
+    assert_nothing_leaked(&t);
+    let requests = t.requests();
+    assert_eq!(requests.len(), 2, "{status}");
+    assert_eq!(requests[0].method, http::Method::POST, "{status}");
+    assert_eq!(requests[1].url, "https://example.test/next", "{status}");
+    requests
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_307_or_308_sends_the_same_method_and_body_again() {
     for status in [307u16, 308] {
-        let t = ScriptedTransport::new([
-            Step::status(status).header("location", "/moved"),
-            Step::status(200).body("done"),
-        ]);
-        let api: PostingClient = scripted(&t);
-        assert_eq!(api.send(PAYLOAD).await.expect("followed"), "done");
-        let requests = t.requests();
-        assert_eq!(requests.len(), 2, "{status}");
-        assert_eq!(requests[1].url, "https://example.test/moved");
+        let requests = sent_after(status).await;
         assert_eq!(requests[1].method, http::Method::POST, "{status}");
         assert_eq!(requests[1].body, Bytes::from_static(PAYLOAD), "{status}");
-        assert_nothing_leaked(&t);
     }
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_301_302_or_303_turns_a_post_into_a_bodiless_get() {
     for status in [301u16, 302, 303] {
-        let t = ScriptedTransport::new([
-            Step::status(status).header("location", "/result"),
-            Step::status(200).body("done"),
-        ]);
-        let api: PostingClient = scripted(&t);
-        assert_eq!(api.send(PAYLOAD).await.expect("followed"), "done");
-        let requests = t.requests();
-        assert_eq!(requests.len(), 2, "{status}");
-        assert_eq!(requests[0].method, http::Method::POST);
-        assert_eq!(requests[1].method, http::Method::GET, "{status}");
-        assert!(requests[1].body.is_empty(), "{status}");
-        assert!(
-            !requests[1].headers.contains_key("content-type"),
-            "{status}"
-        );
-        assert!(
-            !requests[1].headers.contains_key("content-length"),
-            "{status}"
-        );
-        assert_nothing_leaked(&t);
+        let requests = sent_after(status).await;
+        let next = &requests[1];
+        assert_eq!(next.method, http::Method::GET, "{status}");
+        assert!(next.body.is_empty(), "{status}");
+        assert!(!next.headers.contains_key("content-type"), "{status}");
+        assert!(!next.headers.contains_key("content-length"), "{status}");
     }
 }
 
