@@ -24,17 +24,21 @@ fn budget(min_per_sec: u32) -> Option<BudgetConfig> {
     })
 }
 
+/// One search through `t` with a budget of `min_per_sec`: the answer and when it came.
+async fn search(t: &ScriptedTransport, min_per_sec: u32) -> (Result<String, ApiError>, u64) {
+    let api: HedgedClient = tests::scripted_builder(t)
+        .retry_budget(budget(min_per_sec))
+        .build()
+        .expect("builds");
+    spawn_timed(Clock::start(), async move { api.search().await })
+        .await
+        .expect("joins")
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_empty_budget_launches_no_hedge() {
     let t = ScriptedTransport::new([Step::status(200).body("primary").delay(ms(40))]);
-    let api: HedgedClient = tests::scripted_builder(&t)
-        .retry_budget(budget(0))
-        .build()
-        .expect("builds");
-    let clock = Clock::start();
-    let (r, at) = spawn_timed(clock, async move { api.search().await })
-        .await
-        .expect("joins");
+    let (r, at) = search(&t, 0).await;
     assert_eq!(r.expect("the primary answers"), "primary");
     assert_eq!(at, 40);
     assert_eq!(t.attempts(), 1);
@@ -44,14 +48,7 @@ async fn an_empty_budget_launches_no_hedge() {
 #[tokio::test(start_paused = true)]
 async fn a_budget_with_room_launches_the_hedge() {
     let t = ScriptedTransport::new([Step::hang(), Step::status(200).body("hedge").delay(ms(5))]);
-    let api: HedgedClient = tests::scripted_builder(&t)
-        .retry_budget(budget(1))
-        .build()
-        .expect("builds");
-    let clock = Clock::start();
-    let (r, at) = spawn_timed(clock, async move { api.search().await })
-        .await
-        .expect("joins");
+    let (r, at) = search(&t, 1).await;
     assert_eq!(r.expect("the hedge answers"), "hedge");
     assert_eq!(at, 15);
     assert_eq!(t.dispatch_times(), [ms(0), ms(10)]);
