@@ -89,6 +89,7 @@ pub(crate) async fn join(
     let mut headers: Vec<(String, Vec<u8>)> = prepared
         .headers
         .iter()
+        .flatten()
         .map(|(k, v)| (k.as_str().to_owned(), v.as_bytes().to_vec()))
         .collect();
     headers.sort();

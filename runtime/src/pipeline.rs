@@ -72,7 +72,8 @@ pub(crate) struct Prepared {
     pub(crate) method: Method,
     /// `None`: the endpoint's URL parsed at build time, as it is (no query).
     url: Option<Url>,
-    pub(crate) headers: HeaderMap,
+    /// `None`: no headers (neither the client's nor the call's).
+    pub(crate) headers: Option<HeaderMap>,
     pub(crate) body: Bytes,
 }
 
@@ -384,7 +385,7 @@ fn prepare(inner: &ClientInner, ep: &EndpointRuntime, request: &mut RequestBuild
             Some(url)
         }
     };
-    let call_headers = std::mem::take(&mut request.headers);
+    let call_headers = request.headers.take();
     let mut headers = if inner.headers.is_empty() {
         call_headers
     } else {
@@ -392,7 +393,7 @@ fn prepare(inner: &ClientInner, ep: &EndpointRuntime, request: &mut RequestBuild
         // A call's header replaces a client-wide one of the same name; repeated
         // values of one call header are all kept.
         let mut last: Option<http::HeaderName> = None;
-        for (name, value) in call_headers {
+        for (name, value) in call_headers.into_iter().flatten() {
             match name {
                 Some(name) => {
                     headers.insert(name.clone(), value);
@@ -405,11 +406,12 @@ fn prepare(inner: &ClientInner, ep: &EndpointRuntime, request: &mut RequestBuild
                 }
             }
         }
-        headers
+        Some(headers)
     };
     if let Some(key_header) = spec.idempotency_key
         && !headers
-            .keys()
+            .iter()
+            .flat_map(HeaderMap::keys)
             .any(|k| k.as_str().eq_ignore_ascii_case(key_header))
     {
         let key = uuid::Builder::from_random_bytes(inner.jitter.next_bytes()).into_uuid();
@@ -417,7 +419,7 @@ fn prepare(inner: &ClientInner, ep: &EndpointRuntime, request: &mut RequestBuild
             http::HeaderName::from_bytes(key_header.as_bytes()),
             HeaderValue::from_str(&key.hyphenated().to_string()),
         ) {
-            headers.insert(n, v);
+            headers.get_or_insert_with(HeaderMap::new).insert(n, v);
         }
     }
     let body = match &request.body {
@@ -728,11 +730,7 @@ impl Call<'_> {
                     method: prepared.method.clone(),
                     url: prepared.url(self.inner, self.ep).clone(),
                     // An empty map costs nothing to make; cloning one still copies.
-                    headers: if prepared.headers.is_empty() {
-                        HeaderMap::new()
-                    } else {
-                        prepared.headers.clone()
-                    },
+                    headers: prepared.headers.clone().unwrap_or_default(),
                     body: match stream_body {
                         Some(s) => s,
                         None if prepared.body.is_empty() => RequestBody::Empty,
@@ -903,7 +901,7 @@ impl Call<'_> {
             // Once a redirect has left the origin, credentials stay dropped, even if a
             // later hop comes back.
             crossed |= url.origin() != next.origin();
-            let mut headers = prepared.headers.clone();
+            let mut headers = prepared.headers.clone().unwrap_or_default();
             if crossed {
                 strip_credentials(&mut headers, spec.secrets);
             }

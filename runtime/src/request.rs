@@ -298,7 +298,8 @@ pub struct RequestBuilder {
     pub(crate) spec: &'static EndpointSpec,
     pub(crate) path_values: Vec<String>,
     pub(crate) query: String,
-    pub(crate) headers: HeaderMap,
+    /// `None` until a header is added: most calls add none.
+    pub(crate) headers: Option<HeaderMap>,
     pub(crate) body: RequestBody,
     pub(crate) error: Option<InvalidRequest>,
 }
@@ -310,7 +311,7 @@ impl RequestBuilder {
             spec,
             path_values: Vec::new(),
             query: String::new(),
-            headers: HeaderMap::new(),
+            headers: None,
             body: RequestBody::Empty,
             error: None,
         }
@@ -377,7 +378,9 @@ impl RequestBuilder {
                 {
                     v.set_sensitive(true);
                 }
-                self.headers.append(header_name, v);
+                self.headers
+                    .get_or_insert_with(HeaderMap::new)
+                    .append(header_name, v);
             }
             Err(reason) => self.fail(name, reason),
         }
@@ -418,8 +421,9 @@ impl RequestBuilder {
     }
 
     fn set_body(&mut self, bytes: Bytes, content_type: &'static str) {
-        if !self.headers.contains_key(http::header::CONTENT_TYPE) {
-            self.headers.insert(
+        let headers = self.headers.get_or_insert_with(HeaderMap::new);
+        if !headers.contains_key(http::header::CONTENT_TYPE) {
+            headers.insert(
                 http::header::CONTENT_TYPE,
                 HeaderValue::from_static(content_type),
             );
