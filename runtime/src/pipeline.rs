@@ -1104,16 +1104,20 @@ where
                         }
                     }
                 }
-                ExchangeState::Reading {
-                    status,
-                    headers,
-                    read,
-                    error,
-                } => {
+                ExchangeState::Reading { read, .. } => {
                     let read = std::task::ready!(Pin::new(read).poll(cx));
-                    let result = call.finish_read(*status, std::mem::take(headers), *error, read);
-                    this.state = ExchangeState::Done;
-                    return Poll::Ready(result);
+                    // The state is moved out whole: taking the headers alone would leave
+                    // an empty map to make and drop.
+                    if let ExchangeState::Reading {
+                        status,
+                        headers,
+                        error,
+                        ..
+                    } = std::mem::replace(&mut this.state, ExchangeState::Done)
+                    {
+                        return Poll::Ready(call.finish_read(status, headers, error, read));
+                    }
+                    continue;
                 }
                 ExchangeState::Done => {
                     return Poll::Ready(Err(Failure::fatal(
