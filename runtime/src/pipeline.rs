@@ -774,14 +774,22 @@ impl Call<'_> {
             // Pinned in place and polled inside the span: no wrapper future to move the
             // attempt's (large) state into.
             let mut work = std::pin::pin!(work);
-            let until = policy.attempt_timeout.and_then(|t| started.checked_add(t));
-            // An attempt the call's timer does not drive (a rare path) boxes its own.
-            let mut expiry = match until {
-                Some(at) if !driven => Some(Box::pin(sleep_until(at))),
-                _ => None,
-            };
+            let mut expiry = None;
             if driven {
-                self.clock.arm(self.start, until);
+                // The limit as an offset from the call's start, which is where a plain
+                // first attempt starts: no clock arithmetic for it.
+                self.clock.arm(policy.attempt_timeout.map(|t| {
+                    if started == self.start {
+                        t
+                    } else {
+                        started
+                            .saturating_duration_since(self.start)
+                            .saturating_add(t)
+                    }
+                }));
+            } else if let Some(at) = policy.attempt_timeout.and_then(|t| started.checked_add(t)) {
+                // An attempt the call's timer does not drive (a rare path) boxes its own.
+                expiry = Some(Box::pin(sleep_until(at)));
             }
             let result = std::future::poll_fn(|cx| {
                 let _entered = span.enter();

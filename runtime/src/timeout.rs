@@ -77,11 +77,10 @@ impl AttemptClock {
         }
     }
 
-    /// An attempt starts; it must end by `until` (if given).
-    pub(crate) fn arm(&self, start: Instant, until: Option<Instant>) {
-        let nanos = until.map_or(UNARMED, |u| {
-            u64::try_from(u.saturating_duration_since(start).as_nanos()).unwrap_or(UNARMED)
-        });
+    /// An attempt starts; it must end `limit` after the call's start (if given). A
+    /// limit too far away to count in nanoseconds (about 584 years) is no limit.
+    pub(crate) fn arm(&self, limit: Option<Duration>) {
+        let nanos = limit.map_or(UNARMED, |l| u64::try_from(l.as_nanos()).unwrap_or(UNARMED));
         self.until.store(nanos, Ordering::Relaxed);
         self.fired.store(false, Ordering::Relaxed);
     }
@@ -120,17 +119,18 @@ mod tests {
         let start = Instant::now();
         let clock = AttemptClock::new();
         assert_eq!(clock.until(start), None);
-        let until = start + Duration::from_millis(100);
-        clock.arm(start, Some(until));
-        assert_eq!(clock.until(start), Some(until));
+        clock.arm(Some(Duration::from_millis(100)));
+        assert_eq!(clock.until(start), Some(start + Duration::from_millis(100)));
         assert!(!clock.fired());
         clock.fire();
         assert!(clock.fired());
-        clock.arm(start, Some(until + Duration::from_millis(1)));
+        clock.arm(Some(Duration::from_millis(101)));
         assert!(!clock.fired(), "a new attempt starts unfired");
         clock.disarm();
         assert_eq!(clock.until(start), None);
-        clock.arm(start, None);
+        clock.arm(None);
         assert_eq!(clock.until(start), None);
+        clock.arm(Some(Duration::MAX));
+        assert_eq!(clock.until(start), None, "beyond what nanoseconds count");
     }
 }
