@@ -1,8 +1,9 @@
 //! Overhead over loopback: the generated client against the same request written by
 //! hand with reqwest, and against reqwest-middleware + reqwest-retry.
 //!
-//! The three contenders share one `reqwest::Client` (so one configuration and one
-//! pool of kept-alive connections) and decode the same JSON into the same type. The
+//! The three contenders, and the policies' floor (d) timed next to them as a
+//! reference, share one `reqwest::Client` (so one configuration and one pool of
+//! kept-alive connections) and decode the same JSON into the same type. The
 //! client runs on a current-thread runtime, pinned to core 0; the server runs in its
 //! own process on core 1. Each round is a closed loop of a fixed number of requests
 //! by 1 or 64 tasks; rounds alternate between contenders (with the starting
@@ -49,14 +50,18 @@ pub enum Contender {
     Generated,
     /// (c) reqwest-middleware with reqwest-retry's exponential backoff, 2 retries.
     Middleware,
-    /// (d) Not a contender: (a) plus the default policies' own work, written by hand
-    /// (see [`Floor`]). Counted only with `--loopback-calls d`.
+    /// (d) Not a contender but a reference: (a) plus the default policies' own work,
+    /// written by hand (see [`Floor`]). Timed next to the others, reported as context.
     Floor,
 }
 
-/// In table order.
-pub const CONTENDERS: [Contender; 3] =
-    [Contender::Raw, Contender::Generated, Contender::Middleware];
+/// In table order; (d) is timed with them as a reference.
+pub const CONTENDERS: [Contender; 4] = [
+    Contender::Raw,
+    Contender::Generated,
+    Contender::Middleware,
+    Contender::Floor,
+];
 
 impl Contender {
     /// Short name for the tables.
@@ -298,7 +303,7 @@ pub fn run(scale: Scale, server: &Server) -> Result<Vec<Row>, BoxError> {
         for who in CONTENDERS {
             rt.block_on(closed_loop(clients.clone(), who, concurrency, requests / 4))?;
         }
-        let mut samples: [Vec<Sample>; 3] = Default::default();
+        let mut samples: [Vec<Sample>; 4] = Default::default();
         for r in 0..rounds {
             for k in 0..CONTENDERS.len() {
                 let i = (r + k) % CONTENDERS.len();
@@ -310,7 +315,7 @@ pub fn run(scale: Scale, server: &Server) -> Result<Vec<Row>, BoxError> {
     Ok(rows)
 }
 
-fn report(concurrency: usize, requests: usize, samples: &[Vec<Sample>; 3]) -> Vec<Row> {
+fn report(concurrency: usize, requests: usize, samples: &[Vec<Sample>; 4]) -> Vec<Row> {
     let med =
         |i: usize, f: fn(&Sample) -> f64| median(&samples[i].iter().map(f).collect::<Vec<_>>());
     // Medians of per-round ratios: round r of one contender ran next to round r of the other.
@@ -340,7 +345,7 @@ fn report(concurrency: usize, requests: usize, samples: &[Vec<Sample>; 3]) -> Ve
             med(i, |s| s.p99_us),
         );
     }
-    let (a, b, c) = (0, 1, 2);
+    let (a, b, c, d) = (0, 1, 2, 3);
     let cpu_ba = ratio(b, a, |s| s.cpu_us);
     let tput_ba = ratio(b, a, |s| s.per_sec);
     let cpu_bc = ratio(b, c, |s| s.cpu_us);
@@ -377,6 +382,15 @@ fn report(concurrency: usize, requests: usize, samples: &[Vec<Sample>; 3]) -> Ve
         Row::context(
             format!("c={c_}: p50/p99 µs (a; b; c)"),
             format!("{}; {}; {}", lat(a), lat(b), lat(c)),
+        ),
+        // What the default policies' own work costs at the least, timed the same way.
+        Row::context(
+            format!("c={c_}: floor (d)/(a): CPU, throughput"),
+            format!(
+                "{:.3}, {:.3}",
+                ratio(d, a, |s| s.cpu_us),
+                ratio(d, a, |s| s.per_sec)
+            ),
         ),
     ]
 }
