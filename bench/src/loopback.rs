@@ -303,7 +303,7 @@ pub fn run(scale: Scale, server: &Server) -> Result<Vec<Row>, BoxError> {
         for who in CONTENDERS {
             rt.block_on(closed_loop(clients.clone(), who, concurrency, requests / 4))?;
         }
-        let mut samples: [Vec<Sample>; 4] = Default::default();
+        let mut samples: [Vec<Sample>; CONTENDERS.len()] = Default::default();
         for r in 0..rounds {
             for k in 0..CONTENDERS.len() {
                 let i = (r + k) % CONTENDERS.len();
@@ -315,7 +315,11 @@ pub fn run(scale: Scale, server: &Server) -> Result<Vec<Row>, BoxError> {
     Ok(rows)
 }
 
-fn report(concurrency: usize, requests: usize, samples: &[Vec<Sample>; 4]) -> Vec<Row> {
+fn report(
+    concurrency: usize,
+    requests: usize,
+    samples: &[Vec<Sample>; CONTENDERS.len()],
+) -> Vec<Row> {
     let med =
         |i: usize, f: fn(&Sample) -> f64| median(&samples[i].iter().map(f).collect::<Vec<_>>());
     // Medians of per-round ratios: round r of one contender ran next to round r of the other.
