@@ -53,8 +53,8 @@ use url::Url;
 use crate::circuit_breaker::AdmissionGuard;
 use crate::circuit_breaker::state::Outcome;
 use crate::client::{ClientInner, EndpointRuntime, Handle, RetryEvent};
-use crate::error::{ApiError, ErrorKind};
-use crate::rate_limit::{RateLimitToken, RateLimiter};
+use crate::error::{ApiError, BoxError, ErrorKind};
+use crate::rate_limit::{RateLimitToken, RateLimited, RateLimiter};
 use crate::request::{RequestBody, RequestBuilder};
 use crate::response::{RawBody, RawResponse, ResponseStream};
 use crate::retry::backoff::BackoffIter;
@@ -181,6 +181,7 @@ enum Stage {
 }
 
 /// The stage is always the expected one: `execute` moves it forward itself.
+#[cold]
 fn not_prepared() -> ApiError {
     ApiError::new(ErrorKind::InvalidRequest).with_message("the request was not prepared")
 }
@@ -262,12 +263,7 @@ pub(crate) fn execute(
         let cancel = handle.options.cancel.as_ref();
         // Boxed: only calls given a token pay for its (large) waiting future.
         let mut cancelled = cancel.map(|t| Box::pin(t.cancelled()));
-        let deadline_passed = || {
-            Err(ApiError::new(ErrorKind::Deadline).with_message(format!(
-                "the call's deadline of {:?} passed",
-                total.unwrap_or_default()
-            )))
-        };
+        let deadline_passed = || Err(deadline_passed(total));
         // Pinned where it is built, so it is stored once in this future.
         let mut work = std::pin::pin!(call.run(coalesce.then_some(handle), prepared, stream_body));
         // The call's one timer, armed at the deadline or the running attempt's limit,
@@ -281,7 +277,7 @@ pub(crate) fn execute(
             if let Some(c) = &mut cancelled
                 && c.as_mut().poll(cx).is_ready()
             {
-                return Poll::Ready(Err(ApiError::new(ErrorKind::Cancelled)));
+                return Poll::Ready(Err(call_cancelled()));
             }
             if std::mem::take(&mut first) && deadline.is_some_and(|d| d <= start) {
                 return Poll::Ready(deadline_passed());
@@ -347,16 +343,34 @@ pub(crate) fn execute(
                 record_status(&span, raw.status.as_u16());
                 Ok(raw)
             }
-            Err(e) => {
-                if let Some(s) = e.status() {
-                    record_status(&span, s);
-                }
-                let e = finish(e);
-                tracing::debug!(parent: &span, error = %e, "call failed");
-                Err(e)
-            }
+            Err(e) => Err(call_failed(&span, finish(e))),
         }
     }
+}
+
+#[cold]
+fn deadline_passed(total: Option<Duration>) -> ApiError {
+    ApiError::new(ErrorKind::Deadline).with_message(format!(
+        "the call's deadline of {:?} passed",
+        total.unwrap_or_default()
+    ))
+}
+
+#[cold]
+fn call_cancelled() -> ApiError {
+    ApiError::new(ErrorKind::Cancelled)
+}
+
+/// The end of a failed call, out of the hot path: its status on the span, and a
+/// trace event.
+#[cold]
+#[inline(never)]
+fn call_failed(span: &tracing::Span, e: ApiError) -> ApiError {
+    if let Some(s) = e.status() {
+        record_status(span, s);
+    }
+    tracing::debug!(parent: span, error = %e, "call failed");
+    e
 }
 
 /// Base URL, rendered path and query; client, API and call headers; the idempotency key.
@@ -681,7 +695,7 @@ impl Call<'_> {
                         .bulkhead
                         .acquire()
                         .await
-                        .map_err(|_| Failure::fatal(ApiError::new(ErrorKind::BulkheadFull)))?
+                        .map_err(|_| bulkhead_full(None))?
                 }
             };
             let _global = match &self.inner.global {
@@ -689,11 +703,9 @@ impl Call<'_> {
                     Some(permit) => permit,
                     None => {
                         waited = true;
-                        g.acquire().await.map_err(|_| {
-                            Failure::fatal(
-                                ApiError::new(ErrorKind::BulkheadFull).with_message("global limit"),
-                            )
-                        })?
+                        g.acquire()
+                            .await
+                            .map_err(|_| bulkhead_full(Some("global limit")))?
                     }
                 }),
                 None => None,
@@ -703,14 +715,7 @@ impl Call<'_> {
                     waited = true;
                     Some(Unsent::new(
                         rl,
-                        rl.acquire(self.deadline).await.map_err(|r| {
-                            let mut e = ApiError::new(ErrorKind::RateLimited);
-                            e.set_retry_at(
-                                r.retry_at,
-                                r.retry_at.saturating_duration_since(Instant::now()),
-                            );
-                            Failure::fatal(e)
-                        })?,
+                        rl.acquire(self.deadline).await.map_err(rate_limited)?,
                     ))
                 }
                 None => None,
@@ -739,11 +744,7 @@ impl Call<'_> {
                 };
                 for m in &self.inner.hooks.middleware {
                     if let Err(e) = m(&mut request) {
-                        return Err(Failure::fatal(
-                            ApiError::new(ErrorKind::Hook)
-                                .with_message("request middleware failed")
-                                .with_source(e),
-                        ));
+                        return Err(middleware_failed(e));
                     }
                 }
                 let method = request.method.clone();
@@ -846,6 +847,7 @@ impl Call<'_> {
         }
     }
 
+    #[cold]
     fn attempt_timeout(&self, limit: Duration) -> Failure {
         Failure {
             error: ApiError::new(ErrorKind::AttemptTimeout)
@@ -943,6 +945,7 @@ impl Call<'_> {
         }
     }
 
+    #[cold]
     fn transport_failure(&self, e: TransportError) -> Failure {
         match e.kind() {
             TransportErrorKind::Connect => Failure {
@@ -955,6 +958,17 @@ impl Call<'_> {
                 retryable: self.ep.spec.idempotent,
                 server_wait: None,
             },
+        }
+    }
+
+    #[cold]
+    fn cut_short(&self, e: TransportError) -> Failure {
+        Failure {
+            error: ApiError::new(ErrorKind::Transport)
+                .with_message("the response body was cut short")
+                .with_source(e),
+            retryable: self.ep.spec.idempotent,
+            server_wait: None,
         }
     }
 
@@ -992,6 +1006,29 @@ impl Call<'_> {
         }
     }
 
+    /// An error status, with the start of its body. Out of line: the hot path is a
+    /// success.
+    #[inline(never)]
+    fn status_failure(&self, status: StatusCode, headers: HeaderMap, body: Bytes) -> Failure {
+        let spec = self.ep.spec;
+        let code = status.as_u16();
+        let retryable = spec.idempotent && spec.policy.retry.retries_status(code);
+        let server_wait = if retryable {
+            crate::retry::retry_after::server_wait(
+                &headers,
+                (self.inner.wall_clock)(),
+                spec.policy.retry.retry_after_cap,
+            )
+        } else {
+            None
+        };
+        Failure {
+            error: ApiError::new(ErrorKind::Status).with_status(code, headers, body),
+            retryable,
+            server_wait,
+        }
+    }
+
     /// Classify a response whose body has been read: an error status (`error`) with
     /// the start of its body, or a success with all of it.
     fn finish_read(
@@ -1003,26 +1040,7 @@ impl Call<'_> {
     ) -> Result<RawResponse, Failure> {
         let spec = self.ep.spec;
         if error {
-            let code = status.as_u16();
-            let retryable = spec.idempotent && spec.policy.retry.retries_status(code);
-            let server_wait = if retryable {
-                crate::retry::retry_after::server_wait(
-                    &headers,
-                    (self.inner.wall_clock)(),
-                    spec.policy.retry.retry_after_cap,
-                )
-            } else {
-                None
-            };
-            return Err(Failure {
-                error: ApiError::new(ErrorKind::Status).with_status(
-                    code,
-                    headers,
-                    bytes.unwrap_or_default(),
-                ),
-                retryable,
-                server_wait,
-            });
+            return Err(self.status_failure(status, headers, bytes.unwrap_or_default()));
         }
         match failed {
             None => Ok(RawResponse {
@@ -1032,13 +1050,7 @@ impl Call<'_> {
                 endpoint: spec.name,
             }),
             Some(ReadError::TooLarge) => Err(Failure::fatal(too_large(self.limit()))),
-            Some(ReadError::Transport(e)) => Err(Failure {
-                error: ApiError::new(ErrorKind::Transport)
-                    .with_message("the response body was cut short")
-                    .with_source(e),
-                retryable: spec.idempotent,
-                server_wait: None,
-            }),
+            Some(ReadError::Transport(e)) => Err(self.cut_short(e)),
         }
     }
 }
@@ -1128,10 +1140,7 @@ where
                     continue;
                 }
                 ExchangeState::Done => {
-                    return Poll::Ready(Err(Failure::fatal(
-                        ApiError::new(ErrorKind::InvalidRequest)
-                            .with_message("an attempt was polled after it ended"),
-                    )));
+                    return Poll::Ready(Err(Failure::fatal(polled_after_end())));
                 }
             };
             // The final response's head: what needs no waiting is decided now.
@@ -1175,6 +1184,7 @@ fn record_status(span: &tracing::Span, status: u16) {
     }
 }
 
+#[cold]
 fn circuit_open(until: Option<Instant>) -> ApiError {
     let mut e = ApiError::new(ErrorKind::CircuitOpen);
     if let Some(until) = until {
@@ -1183,6 +1193,40 @@ fn circuit_open(until: Option<Instant>) -> ApiError {
     e
 }
 
+#[cold]
+fn bulkhead_full(message: Option<&'static str>) -> Failure {
+    let e = ApiError::new(ErrorKind::BulkheadFull);
+    Failure::fatal(match message {
+        Some(m) => e.with_message(m),
+        None => e,
+    })
+}
+
+#[cold]
+fn rate_limited(r: RateLimited) -> Failure {
+    let mut e = ApiError::new(ErrorKind::RateLimited);
+    e.set_retry_at(
+        r.retry_at,
+        r.retry_at.saturating_duration_since(Instant::now()),
+    );
+    Failure::fatal(e)
+}
+
+#[cold]
+fn middleware_failed(e: BoxError) -> Failure {
+    Failure::fatal(
+        ApiError::new(ErrorKind::Hook)
+            .with_message("request middleware failed")
+            .with_source(e),
+    )
+}
+
+#[cold]
+fn polled_after_end() -> ApiError {
+    ApiError::new(ErrorKind::InvalidRequest).with_message("an attempt was polled after it ended")
+}
+
+#[cold]
 fn too_large(limit: u64) -> ApiError {
     ApiError::new(ErrorKind::BodyTooLarge).with_message(format!("the limit is {limit} bytes"))
 }
