@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use resilient_api::{ApiError, Bytes, ErrorKind, Response, resilient_api};
 use serde::{Deserialize, Serialize};
@@ -550,6 +551,68 @@ async fn a_body_read_to_its_content_length_keeps_the_connection() {
         assert_eq!(api.text().await.unwrap(), "kept");
     }
     assert_eq!(accepted.load(Ordering::SeqCst), 1);
+}
+
+/// A keep-alive HTTP/1.1 server that answers every request with `pieces` joined, each
+/// written after a pause of `pause`, so the client waits in the middle of the body.
+/// With `chunked`, the pieces go as chunks; otherwise under one `content-length`.
+async fn piecemeal_server(
+    pieces: &'static [&'static str],
+    pause: Duration,
+    chunked: bool,
+) -> (String, Arc<AtomicUsize>) {
+    tests::raw_server(move |mut sock, _| async move {
+        loop {
+            match tests::read_request(&mut sock).await {
+                Ok(request) if !request.is_empty() => {}
+                _ => return,
+            }
+            let framing = if chunked {
+                "transfer-encoding: chunked".to_owned()
+            } else {
+                format!("content-length: {}", pieces.concat().len())
+            };
+            let head = format!("HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n{framing}\r\n\r\n");
+            if sock.write_all(head.as_bytes()).await.is_err() {
+                return;
+            }
+            for piece in pieces {
+                tokio::time::sleep(pause).await;
+                let bytes = if chunked {
+                    format!("{:x}\r\n{piece}\r\n", piece.len())
+                } else {
+                    (*piece).to_owned()
+                };
+                if sock.write_all(bytes.as_bytes()).await.is_err() {
+                    return;
+                }
+                let _ = sock.flush().await;
+            }
+            if chunked && sock.write_all(b"0\r\n\r\n").await.is_err() {
+                return;
+            }
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_body_that_arrives_in_pieces_is_read_whole() {
+    // The read waits between the pieces: nothing read before a wait may be lost, and
+    // a body read to its content-length still gives its connection back.
+    const PIECES: &[&str] = &["first-", "second-", "third"];
+    for chunked in [false, true] {
+        let (base, accepted) = piecemeal_server(PIECES, Duration::from_millis(20), chunked).await;
+        let api = client(&base);
+        for _ in 0..3 {
+            assert_eq!(
+                api.text().await.unwrap(),
+                "first-second-third",
+                "chunked: {chunked}"
+            );
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "chunked: {chunked}");
+    }
 }
 
 // ---------------------------------------------------------------------------------
