@@ -1064,9 +1064,6 @@ struct Exchange<'c, F> {
     state: ExchangeState<'c, F>,
 }
 
-// `Reading` is the large variant, and every successful attempt reaches it: boxing it
-// would add an allocation to every call to save room while sending.
-#[allow(clippy::large_enum_variant)]
 enum ExchangeState<'c, F> {
     /// On its way; the method, and whether the body was a stream, are kept for a
     /// redirect.

@@ -101,14 +101,9 @@ pub struct ResponseBody {
 enum BodyInner {
     Full(Option<Bytes>),
     Stream(Pin<Box<dyn Stream<Item = Result<Bytes, TransportError>> + Send>>),
-    /// reqwest's response, its headers taken, read in place through
-    /// [`reqwest::Response::chunk`]: turning it into a `reqwest::Body` would box its
-    /// body a second time. `remaining`: the bytes `Content-Length` still promises.
+    /// reqwest's own body, polled in place: no extra box per response.
     #[cfg(feature = "reqwest")]
-    Reqwest {
-        response: reqwest::Response,
-        remaining: Option<u64>,
-    },
+    Reqwest(reqwest::Body),
 }
 
 impl ResponseBody {
@@ -145,7 +140,7 @@ impl ResponseBody {
             BodyInner::Full(b) => b.is_none(),
             BodyInner::Stream(_) => false,
             #[cfg(feature = "reqwest")]
-            BodyInner::Reqwest { remaining, .. } => *remaining == Some(0),
+            BodyInner::Reqwest(body) => http_body::Body::is_end_stream(body),
         }
     }
 
@@ -153,7 +148,7 @@ impl ResponseBody {
     pub(crate) fn declared_len(&self) -> Option<u64> {
         match &self.inner {
             #[cfg(feature = "reqwest")]
-            BodyInner::Reqwest { remaining, .. } => *remaining,
+            BodyInner::Reqwest(body) => http_body::Body::size_hint(body).exact(),
             _ => None,
         }
     }
@@ -167,25 +162,19 @@ impl Stream for ResponseBody {
             BodyInner::Full(b) => Poll::Ready(b.take().filter(|b| !b.is_empty()).map(Ok)),
             BodyInner::Stream(s) => s.as_mut().poll_next(cx),
             #[cfg(feature = "reqwest")]
-            BodyInner::Reqwest {
-                response,
-                remaining,
-            } => {
-                // A fresh `chunk` future per poll: it is one poll of the body's next
-                // frame, so one dropped while pending held nothing (the streaming tests
-                // over real sockets read bodies that arrive in pieces).
-                let next = std::pin::pin!(response.chunk());
-                match std::task::ready!(next.poll(cx)) {
-                    Ok(Some(data)) => {
-                        if let Some(r) = remaining {
-                            *r = r.saturating_sub(data.len() as u64);
+            BodyInner::Reqwest(body) => loop {
+                use http_body::Body as _;
+                match std::task::ready!(Pin::new(&mut *body).poll_frame(cx)) {
+                    None => return Poll::Ready(None),
+                    Some(Err(e)) => return Poll::Ready(Some(Err(reqwest_transport::classify(e)))),
+                    Some(Ok(frame)) => {
+                        // Trailers carry no body bytes.
+                        if let Ok(data) = frame.into_data() {
+                            return Poll::Ready(Some(Ok(data)));
                         }
-                        Poll::Ready(Some(Ok(data)))
                     }
-                    Ok(None) => Poll::Ready(None),
-                    Err(e) => Poll::Ready(Some(Err(reqwest_transport::classify(e)))),
                 }
-            }
+            },
         }
     }
 }
@@ -200,7 +189,7 @@ impl fmt::Debug for ResponseBody {
             ),
             BodyInner::Stream(_) => f.write_str("ResponseBody(stream)"),
             #[cfg(feature = "reqwest")]
-            BodyInner::Reqwest { .. } => f.write_str("ResponseBody(reqwest)"),
+            BodyInner::Reqwest(_) => f.write_str("ResponseBody(reqwest)"),
         }
     }
 }
@@ -429,16 +418,14 @@ mod reqwest_transport {
         type Output = Result<HttpResponse, TransportError>;
 
         fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-            let mut response =
+            let response =
                 std::task::ready!(Pin::new(&mut self.pending).poll(cx)).map_err(classify)?;
+            let (head, body) = http::Response::from(response).into_parts();
             Poll::Ready(Ok(HttpResponse {
-                status: response.status(),
-                headers: std::mem::take(response.headers_mut()),
+                status: head.status,
+                headers: head.headers,
                 body: ResponseBody {
-                    inner: BodyInner::Reqwest {
-                        remaining: response.content_length(),
-                        response,
-                    },
+                    inner: BodyInner::Reqwest(body),
                 },
             }))
         }
