@@ -263,7 +263,6 @@ pub(crate) fn execute(
         let cancel = handle.options.cancel.as_ref();
         // Boxed: only calls given a token pay for its (large) waiting future.
         let mut cancelled = cancel.map(|t| Box::pin(t.cancelled()));
-        let deadline_passed = || Err(deadline_passed(total));
         // Pinned where it is built, so it is stored once in this future.
         let mut work = std::pin::pin!(call.run(coalesce.then_some(handle), prepared, stream_body));
         // The call's one timer, armed at the deadline or the running attempt's limit,
@@ -280,7 +279,7 @@ pub(crate) fn execute(
                 return Poll::Ready(Err(call_cancelled()));
             }
             if std::mem::take(&mut first) && deadline.is_some_and(|d| d <= start) {
-                return Poll::Ready(deadline_passed());
+                return Poll::Ready(Err(deadline_passed(total)));
             }
             loop {
                 // A timer the driver has fired: the deadline, or the running attempt's
@@ -290,7 +289,7 @@ pub(crate) fn execute(
                     && sleep.is_elapsed()
                 {
                     if deadline.is_some_and(|d| at >= d) {
-                        return Poll::Ready(deadline_passed());
+                        return Poll::Ready(Err(deadline_passed(total)));
                     }
                     // The running attempt's limit: the attempt sees it when polled below.
                     call.clock.fire();
