@@ -518,34 +518,11 @@ async fn chunked_body_over_the_limit_is_too_large() {
     assert_eq!(api.text().await.unwrap(), "z".repeat(900));
 }
 
-/// A keep-alive HTTP/1.1 server that answers every request on a connection with
-/// `body` and its `content-length`. Returns its base URL and how many connections it
-/// accepted.
-async fn keep_alive_server(body: &'static str) -> (String, Arc<AtomicUsize>) {
-    tests::raw_server(move |mut sock, _| async move {
-        loop {
-            match tests::read_request(&mut sock).await {
-                Ok(request) if !request.is_empty() => {}
-                _ => return,
-            }
-            let answer = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\
-                 content-length: {}\r\n\r\n{body}",
-                body.len()
-            );
-            if sock.write_all(answer.as_bytes()).await.is_err() {
-                return;
-            }
-        }
-    })
-    .await
-}
-
 #[tokio::test]
 async fn a_body_read_to_its_content_length_keeps_the_connection() {
     // The read stops once every declared byte is in, without polling for the end:
     // the connection must still go back to the pool.
-    let (base, accepted) = keep_alive_server("kept").await;
+    let (base, accepted) = keep_alive_server(&["kept"], Duration::ZERO, false).await;
     let api = BasicsClient::builder().base_url(&base).build().unwrap();
     for _ in 0..5 {
         assert_eq!(api.text().await.unwrap(), "kept");
@@ -553,10 +530,12 @@ async fn a_body_read_to_its_content_length_keeps_the_connection() {
     assert_eq!(accepted.load(Ordering::SeqCst), 1);
 }
 
-/// A keep-alive HTTP/1.1 server that answers every request with `pieces` joined, each
-/// written after a pause of `pause`, so the client waits in the middle of the body.
-/// With `chunked`, the pieces go as chunks; otherwise under one `content-length`.
-async fn piecemeal_server(
+/// A keep-alive HTTP/1.1 server that answers every request on a connection with
+/// `pieces` joined, each written after a pause of `pause` (with a pause, the client
+/// waits in the middle of the body). With `chunked`, the pieces go as chunks;
+/// otherwise under one `content-length`. Returns its base URL and how many
+/// connections it accepted.
+async fn keep_alive_server(
     pieces: &'static [&'static str],
     pause: Duration,
     chunked: bool,
@@ -602,7 +581,7 @@ async fn a_body_that_arrives_in_pieces_is_read_whole() {
     // a body read to its content-length still gives its connection back.
     const PIECES: &[&str] = &["first-", "second-", "third"];
     for chunked in [false, true] {
-        let (base, accepted) = piecemeal_server(PIECES, Duration::from_millis(20), chunked).await;
+        let (base, accepted) = keep_alive_server(PIECES, Duration::from_millis(20), chunked).await;
         let api = client(&base);
         for _ in 0..3 {
             assert_eq!(
