@@ -352,6 +352,8 @@ fn report(
     let (a, b, c, d) = (0, 1, 2, 3);
     let cpu_ba = ratio(b, a, |s| s.cpu_us);
     let tput_ba = ratio(b, a, |s| s.per_sec);
+    let cpu_da = ratio(d, a, |s| s.cpu_us);
+    let tput_da = ratio(d, a, |s| s.per_sec);
     let cpu_bc = ratio(b, c, |s| s.cpu_us);
     let tput_bc = ratio(b, c, |s| s.per_sec);
     let us = |i: usize| med(i, |s| s.cpu_us);
@@ -390,10 +392,18 @@ fn report(
         // What the default policies' own work costs at the least, timed the same way.
         Row::context(
             format!("c={c_}: floor (d)/(a): CPU, throughput"),
+            format!("{cpu_da:.3}, {tput_da:.3}"),
+        ),
+        // The targets' allowances (5% more CPU, 3% less throughput), and how much of
+        // each the floor alone uses up: what is left for the pipeline's own shape.
+        Row::context(
+            format!("c={c_}: allowance used, CPU; throughput: (b), floor (d)"),
             format!(
-                "{:.3}, {:.3}",
-                ratio(d, a, |s| s.cpu_us),
-                ratio(d, a, |s| s.per_sec)
+                "{:.0}%, {:.0}%; {:.0}%, {:.0}%",
+                (cpu_ba - 1.0) / 0.05 * 100.0,
+                (cpu_da - 1.0) / 0.05 * 100.0,
+                (1.0 - tput_ba) / 0.03 * 100.0,
+                (1.0 - tput_da) / 0.03 * 100.0,
             ),
         ),
     ]
