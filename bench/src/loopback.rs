@@ -399,12 +399,22 @@ fn report(
         Row::context(
             format!("c={c_}: allowance used, CPU; throughput: (b), floor (d)"),
             format!(
-                "{:.0}%, {:.0}%; {:.0}%, {:.0}%",
-                (cpu_ba - 1.0) / 0.05 * 100.0,
-                (cpu_da - 1.0) / 0.05 * 100.0,
-                (1.0 - tput_ba) / 0.03 * 100.0,
-                (1.0 - tput_da) / 0.03 * 100.0,
+                "{}, {}; {}, {}",
+                used(cpu_ba - 1.0, 0.05),
+                used(cpu_da - 1.0, 0.05),
+                used(1.0 - tput_ba, 0.03),
+                used(1.0 - tput_da, 0.03),
             ),
         ),
     ]
+}
+
+/// How much of `allowance` a cost of `cost` uses, as a percentage; "none" when the
+/// contender did better than raw reqwest.
+fn used(cost: f64, allowance: f64) -> String {
+    if cost <= 0.0 {
+        "none".to_owned()
+    } else {
+        format!("{:.0}%", cost / allowance * 100.0)
+    }
 }
