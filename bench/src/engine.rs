@@ -105,12 +105,25 @@ enum Work {
     /// The control: decoding the body 20 times, about as long as a call and sharing
     /// nothing between threads, shows how much a second worker gives on this machine.
     Control,
+    /// The same calls, but each task builds a client of its own: nothing of ours is
+    /// shared between threads. If shared calls scale like these, the shared client
+    /// holds no lock that the threads contend for.
+    OwnClients,
 }
 
 impl Work {
+    /// What one task runs: its own client for [`Work::OwnClients`].
+    fn for_task(&self) -> Result<Work, BoxError> {
+        Ok(match self {
+            Work::OwnClients => Work::Calls(everything()?),
+            other => other.clone(),
+        })
+    }
+
     async fn once(&self) -> Result<(), BoxError> {
         match self {
             Work::Calls(client) => call(client).await,
+            Work::OwnClients => Err("each task runs `Work::for_task`".into()),
             Work::Control => {
                 // About as long as one call, so both rounds have the same shape.
                 for _ in 0..20 {
@@ -138,7 +151,7 @@ fn per_sec(rt: &Runtime, work: &Work, tasks: usize, calls: usize) -> Result<Rate
     rt.block_on(async {
         let mut set = JoinSet::new();
         for _ in 0..tasks {
-            let work = work.clone();
+            let work = work.for_task()?;
             set.spawn(async move {
                 for _ in 0..per_task {
                     work.once().await?;
@@ -227,16 +240,19 @@ pub fn run(scale: Scale) -> Result<Vec<Row>, BoxError> {
     let tasks = 4;
     let calls = scale.pick(400_000, 400);
     let rounds = scale.pick(9, 1);
-    let (engine, control) = (Work::Calls(client), Work::Control);
-    for work in [&engine, &control] {
+    let (engine, control, own) = (Work::Calls(client), Work::Control, Work::OwnClients);
+    for work in [&engine, &control, &own] {
         per_sec(&one, work, tasks, calls / 4)?;
         per_sec(&two, work, tasks, calls / 4)?;
     }
     let (mut calls_scaling, mut control_scaling) = (Scaling::default(), Scaling::default());
+    let mut own_scaling = Scaling::default();
     for r in 0..rounds {
         calls_scaling.round([&one, &two], &engine, tasks, calls, r)?;
         control_scaling.round([&one, &two], &control, tasks, calls, r)?;
+        own_scaling.round([&one, &two], &own, tasks, calls, r)?;
     }
+    let own = own_scaling.ratio(|r| r.per_sec);
     let (one_rate, two_rate) = (
         calls_scaling.one(|r| r.per_sec),
         calls_scaling.two(|r| r.per_sec),
@@ -249,7 +265,8 @@ pub fn run(scale: Scale) -> Result<Vec<Row>, BoxError> {
     println!(
         "every policy on, {calls} calls per round by {tasks} tasks, {rounds} rounds: \
          1 worker {one_rate:.0}/s ({us_per_call:.2} µs/call), 2 workers {two_rate:.0}/s ({scaling:.2}×); \
-         CPU per call {cpu_ratio:.2}×; control (decoding only) {control:.2}×, CPU per unit {control_cpu:.2}×"
+         CPU per call {cpu_ratio:.2}×; control (decoding only) {control:.2}×, CPU per unit {control_cpu:.2}×; \
+         a client per task {own:.2}×"
     );
     drop((one, two));
 
@@ -271,6 +288,10 @@ pub fn run(scale: Scale) -> Result<Vec<Row>, BoxError> {
         Row::context(
             "engine: control, decoding only, 2 workers / 1",
             format!("{control:.2}× (what this machine gives)"),
+        ),
+        Row::context(
+            "engine: a client per task (nothing shared), 2 workers / 1",
+            format!("{own:.2}× (the shared client without sharing)"),
         ),
         Row::target(
             "engine: call refused by an open breaker",
