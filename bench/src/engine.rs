@@ -98,33 +98,40 @@ pub fn sequential_calls(n: usize) -> Result<(), BoxError> {
 }
 
 /// What the tasks of a throughput round do.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 enum Work {
-    /// Calls with every policy on.
+    /// Calls with every policy on, all tasks through one client.
     Calls(EverythingClient),
-    /// The control: decoding the body 20 times, about as long as a call and sharing
-    /// nothing between threads, shows how much a second worker gives on this machine.
-    Control,
     /// The same calls, but each task builds a client of its own: nothing of ours is
     /// shared between threads. If shared calls scale like these, the shared client
     /// holds no lock that the threads contend for.
     OwnClients,
+    /// The control: decoding the body 20 times, about as long as a call and sharing
+    /// nothing between threads, shows how much a second worker gives on this machine.
+    Control,
+}
+
+/// What one task of a round runs.
+enum Task {
+    Calls(EverythingClient),
+    Control,
 }
 
 impl Work {
-    /// What one task runs: its own client for [`Work::OwnClients`].
-    fn for_task(&self) -> Result<Work, BoxError> {
+    fn for_task(&self) -> Result<Task, BoxError> {
         Ok(match self {
-            Work::OwnClients => Work::Calls(everything()?),
-            other => other.clone(),
+            Work::Calls(client) => Task::Calls(client.clone()),
+            Work::OwnClients => Task::Calls(everything()?),
+            Work::Control => Task::Control,
         })
     }
+}
 
+impl Task {
     async fn once(&self) -> Result<(), BoxError> {
         match self {
-            Work::Calls(client) => call(client).await,
-            Work::OwnClients => Err("each task runs `Work::for_task`".into()),
-            Work::Control => {
+            Task::Calls(client) => call(client).await,
+            Task::Control => {
                 // About as long as one call, so both rounds have the same shape.
                 for _ in 0..20 {
                     black_box(serde_json::from_slice::<Item>(black_box(BODY))?);
