@@ -18,6 +18,18 @@ pub trait Fragile {
     async fn resource(&self) -> Result<String, ApiError>;
 }
 
+/// One failure trips it, as in the scenario; the backoff follows a 429, which is
+/// retried but is not a breaker failure.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 2, backoff = fixed(delay = "100ms"), on = [429]),
+    breaker(failures = 1, reset = "1s")
+)]
+pub trait Throttled {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
 /// Two failures trip it, so the 503 before the backoff alone does not.
 #[resilient_api(
     timeout(attempt = "10s"),
@@ -65,6 +77,47 @@ async fn s21_circuit_local_cancel() {
     assert_eq!(api.circuit_state().phase, Phase::Closed);
 }
 
+/// The scenario as written: a 1-failure breaker, and a cancel in the middle of a
+/// backoff. The attempt before the backoff answered 429, so the breaker has counted
+/// nothing; after the cancel it must still have counted nothing.
+#[tokio::test(start_paused = true)]
+async fn s21_circuit_local_cancel_during_backoff_one_failure_breaker() {
+    let t = ScriptedTransport::new([Step::status(429).body("slow down")]);
+    let clock = Clock::start();
+    let api = scripted::<ThrottledClient>(&t);
+
+    let token = CancellationToken::new();
+    let cancellable = api.with_options(CallOptions::new().cancel_on(token.clone()));
+    let call = spawn_timed(clock, async move { cancellable.resource().await });
+    settle().await;
+    assert_eq!((t.attempts(), t.in_flight()), (1, 0), "in the backoff");
+
+    tokio::time::sleep(ms(20)).await;
+    token.cancel();
+    settle().await;
+    assert!(call.is_finished(), "settles in the same tick");
+    let (res, at) = call.await.unwrap();
+    assert_eq!(res.unwrap_err().kind(), ErrorKind::Cancelled);
+    assert_eq!(at, 20);
+
+    let state = api.circuit_state();
+    assert_eq!(
+        (state.phase, state.consecutive_failures, state.generation),
+        (Phase::Closed, 0, 0),
+        "a cancel during a backoff is not a failure"
+    );
+
+    // The backoff would have ended at t=100: nothing is dispatched, then or later.
+    tokio::time::sleep(ms(500)).await;
+    assert_eq!(t.dispatch_times(), vec![ms(0)]);
+    assert_eq!(t.open_bodies(), 0);
+    script_follow_up(&t);
+    assert_eq!(api.resource().await.unwrap(), "ok");
+    assert_eq!(api.circuit_state().phase, Phase::Closed);
+}
+
+/// The same with one failure already counted before the cancel (so a 2-failure
+/// breaker, which the 503 alone does not trip): the cancel adds nothing to it.
 #[tokio::test(start_paused = true)]
 async fn s21_circuit_local_cancel_during_backoff() {
     let t = ScriptedTransport::new([Step::status(503).body("busy")]);

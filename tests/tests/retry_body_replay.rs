@@ -55,6 +55,8 @@ fn payload_is_20_bytes() {
     assert_eq!(PAYLOAD.len(), 20);
 }
 
+/// The 20 bytes are not a JSON text on their own, so as a `#[body]` they go out as a
+/// JSON string: the same 20 bytes between two quotes, on every attempt.
 #[tokio::test(start_paused = true)]
 async fn s11_retry_body_replay_json() {
     let t = ScriptedTransport::new([
@@ -69,6 +71,7 @@ async fn s11_retry_body_replay_json() {
     assert_eq!(t.dispatch_times(), vec![ms(0), ms(20)]);
     let expected = serde_json::to_vec(PAYLOAD).unwrap();
     assert_eq!(expected.len(), 22);
+    assert_eq!(&expected[1..21], PAYLOAD.as_bytes(), "nothing escaped");
     for r in t.requests() {
         assert_eq!(r.method, http::Method::POST);
         assert_eq!(r.body.as_ref(), expected.as_slice());
@@ -136,8 +139,11 @@ async fn s11_retry_body_replay_stream() {
 }
 
 /// CONFORMANCE S11: "the stream variant is not retried and says its body could not be
-/// replayed". The failure is retryable by classification (503 on an idempotent POST);
-/// only the streamed body stops the retry, and the error must say so.
+/// replayed". The macro refuses a retry on a streamed body at compile time
+/// (`ui/stream-body-with-retry.rs`), so this method says `retry(max = 0)` and "not
+/// retried" holds by construction. What runs here is the other half: the failure is
+/// retryable by classification (503 on an idempotent POST), and the error says that
+/// the body, not the retry count, is why it was not retried.
 #[tokio::test(start_paused = true)]
 async fn s11_retry_body_replay_stream_says_not_replayable() {
     let t = ScriptedTransport::new([Step::status(503).body("busy")]);
