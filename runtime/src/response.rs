@@ -87,7 +87,16 @@ pub struct ResponseStream {
     idle: Duration,
     limit: u64,
     read: u64,
+    end: End,
     endpoint: &'static str,
+}
+
+/// Whether a [`ResponseStream`] may still be read from.
+#[derive(Clone, Copy)]
+enum End {
+    Open,
+    Done,
+    Failed(ErrorKind),
 }
 
 impl ResponseStream {
@@ -108,6 +117,7 @@ impl ResponseStream {
             idle,
             limit,
             read: 0,
+            end: End::Open,
             endpoint,
         }
     }
@@ -129,13 +139,37 @@ impl ResponseStream {
     }
 
     /// The next chunk, or `None` at the end.
+    ///
+    /// After the end it keeps returning `None`, and after an error it returns an
+    /// error of the same kind, without reading from the transfer again.
     pub async fn chunk(&mut self) -> Result<Option<Bytes>, ApiError> {
-        let idle_end = Instant::now() + self.idle;
-        let (until, kind) = match self.deadline {
-            Some(d) if d <= idle_end => (d, ErrorKind::Deadline),
-            _ => (idle_end, ErrorKind::AttemptTimeout),
+        match self.end {
+            End::Open => {}
+            End::Done => return Ok(None),
+            End::Failed(kind) => return Err(self.fail(kind, "the streamed body already failed")),
+        }
+        let next = self.next_chunk().await;
+        self.end = match &next {
+            Ok(Some(_)) => End::Open,
+            Ok(None) => End::Done,
+            Err(e) => End::Failed(e.kind()),
         };
-        match tokio::time::timeout_at(until, self.body.next()).await {
+        next
+    }
+
+    async fn next_chunk(&mut self) -> Result<Option<Bytes>, ApiError> {
+        // An idle limit too far away to count is no limit, as everywhere else.
+        let idle_end = Instant::now().checked_add(self.idle);
+        let (until, kind) = match (self.deadline, idle_end) {
+            (Some(d), Some(i)) if d <= i => (Some(d), ErrorKind::Deadline),
+            (Some(d), None) => (Some(d), ErrorKind::Deadline),
+            (_, i) => (i, ErrorKind::AttemptTimeout),
+        };
+        let next = match until {
+            Some(until) => tokio::time::timeout_at(until, self.body.next()).await,
+            None => Ok(self.body.next().await),
+        };
+        match next {
             Err(_) => Err(self.fail(
                 kind,
                 if kind == ErrorKind::Deadline {

@@ -1,5 +1,5 @@
 //! Response size limits: per client and per method, checked against Content-Length
-//! first and enforced while streaming.
+//! first and enforced while streaming; a streamed body that ended or failed stays so.
 
 use resilient_api::testing::{ScriptedTransport, Step};
 use resilient_api::{ApiError, ErrorKind, ResponseStream, resilient_api};
@@ -18,6 +18,14 @@ pub trait Files {
 
     #[get("/any")]
     async fn any(&self) -> Result<String, ApiError>;
+
+    #[head("/small")]
+    #[max_body("16")]
+    async fn probe(&self) -> Result<(), ApiError>;
+
+    #[delete("/small")]
+    #[max_body("16")]
+    async fn remove(&self) -> Result<(), ApiError>;
 }
 
 #[tokio::test(start_paused = true)]
@@ -56,6 +64,11 @@ async fn a_method_limit_is_enforced_while_streaming() {
     );
     let e = stream.chunk().await.expect_err("second chunk goes over");
     assert_eq!(e.kind(), ErrorKind::BodyTooLarge);
+    let e = stream
+        .chunk()
+        .await
+        .expect_err("still over, not a clean end");
+    assert_eq!(e.kind(), ErrorKind::BodyTooLarge);
     drop(stream);
     tests::assert_nothing_leaked(&t);
 }
@@ -71,4 +84,42 @@ async fn the_client_limit_applies_to_methods_without_their_own() {
         api.any().await.expect_err("over 8 bytes").kind(),
         ErrorKind::BodyTooLarge
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_streamed_body_read_past_its_end_stays_ended() {
+    let t = ScriptedTransport::new([Step::status(200).chunks([(ms(0), "0123"), (ms(5), "4567")])]);
+    let api: FilesClient = tests::scripted(&t);
+    let mut stream = api.small_stream().await.expect("the head is fine");
+    let mut read = Vec::new();
+    while let Some(chunk) = stream.chunk().await.expect("a chunk") {
+        read.extend_from_slice(&chunk);
+    }
+    assert_eq!(read, b"01234567");
+    // The transport's stream is not asked again once it has ended.
+    for _ in 0..3 {
+        assert_eq!(stream.chunk().await.expect("the end, again"), None);
+    }
+    drop(stream);
+    tests::assert_nothing_leaked(&t);
+}
+
+/// A HEAD's `Content-Length` is the length a GET would get, and a 204's or a 304's
+/// describes no body here either: none of them is over a limit.
+#[tokio::test(start_paused = true)]
+async fn a_content_length_without_a_body_is_not_over_the_limit() {
+    let t = ScriptedTransport::new([
+        Step::status(200).header("content-length", "1000000"),
+        Step::status(204).header("content-length", "1000000"),
+        Step::status(200).body("twenty bytes of text"),
+    ]);
+    let api: FilesClient = tests::scripted(&t);
+    api.probe().await.expect("a HEAD has no body");
+    api.remove().await.expect("a 204 has no body");
+    // The same header on a DELETE's 200 with a body is checked.
+    assert_eq!(
+        api.remove().await.expect_err("over 16 bytes").kind(),
+        ErrorKind::BodyTooLarge
+    );
+    tests::assert_nothing_leaked(&t);
 }
