@@ -872,7 +872,7 @@ impl Call<'_> {
         let mut hop_url: Option<Url> = None;
         let mut crossed = false;
         loop {
-            if !response.status.is_redirection() || self.inner.max_redirects == 0 {
+            if !is_followed(response.status) || self.inner.max_redirects == 0 {
                 return Ok(response);
             }
             let url = hop_url
@@ -886,6 +886,14 @@ impl Call<'_> {
                 return Err(Failure::fatal(
                     ApiError::new(ErrorKind::Redirect)
                         .with_message(format!("more than {} redirects", self.inner.max_redirects)),
+                ));
+            }
+            if !matches!(next.scheme(), "http" | "https") {
+                return Err(Failure::fatal(
+                    ApiError::new(ErrorKind::Redirect).with_message(format!(
+                        "a redirect to a `{}:` URL was refused",
+                        next.scheme()
+                    )),
                 ));
             }
             if url.scheme() == "https" && next.scheme() != "https" {
@@ -1106,7 +1114,7 @@ where
                             return Poll::Ready(Err(call.transport_failure(e)));
                         }
                     };
-                    if response.status.is_redirection() && call.inner.max_redirects > 0 {
+                    if is_followed(response.status) && call.inner.max_redirects > 0 {
                         let method = std::mem::replace(method, Method::GET);
                         let follow = call.follow(this.prepared, response, method, *was_stream);
                         this.state = ExchangeState::Following(Box::pin(follow));
@@ -1153,7 +1161,16 @@ where
                 ERROR_BODY_LIMIT as u64
             } else {
                 let limit = call.limit();
-                if let Some(len) = body.declared_len().or_else(|| content_length(&headers))
+                // A HEAD's, a 204's or a 304's `Content-Length` is not the length of a
+                // body: there is none.
+                let bodiless = this.prepared.method == Method::HEAD
+                    || matches!(status, StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED);
+                let declared = match body.declared_len() {
+                    Some(len) => Some(len),
+                    None if bodiless => None,
+                    None => content_length(&headers),
+                };
+                if let Some(len) = declared
                     && len > limit
                 {
                     this.state = ExchangeState::Done;
@@ -1332,6 +1349,19 @@ impl Future for ReadBounded {
             }
         }
     }
+}
+
+/// The statuses whose `Location` is followed. 300 (a choice), 304 (not modified),
+/// 305 (use proxy) and 306 (unused) are answers, not redirects.
+fn is_followed(status: StatusCode) -> bool {
+    matches!(
+        status,
+        StatusCode::MOVED_PERMANENTLY
+            | StatusCode::FOUND
+            | StatusCode::SEE_OTHER
+            | StatusCode::TEMPORARY_REDIRECT
+            | StatusCode::PERMANENT_REDIRECT
+    )
 }
 
 fn redirect_target(current: &Url, headers: &HeaderMap) -> Option<Url> {

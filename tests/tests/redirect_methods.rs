@@ -1,6 +1,7 @@
 //! What a redirect does to the method and the body: 307 and 308 send the same method
 //! and bytes again; 301, 302 and 303 turn a POST into a bodiless GET; a streamed body,
-//! sent once, cannot follow a 307.
+//! sent once, cannot follow a 307. Only those five statuses are followed, and only to an
+//! `http` or `https` URL.
 
 use bytes::Bytes;
 use resilient_api::testing::{RecordedRequest, ScriptedTransport, Step};
@@ -87,4 +88,35 @@ async fn a_streamed_body_may_follow_a_303_as_a_get() {
     assert_eq!(requests[1].method, http::Method::GET);
     assert!(requests[1].body.is_empty());
     assert_nothing_leaked(&t);
+}
+
+/// 300, 304, 305 and 306 are answers, not redirects, even with a `Location`.
+#[tokio::test(start_paused = true)]
+async fn other_3xx_statuses_are_not_followed() {
+    for status in [300u16, 304, 305, 306] {
+        let t = ScriptedTransport::new([Step::status(status).header("location", "/next")]);
+        let api: PostingClient = scripted(&t);
+        // Not an error status, and not followed: the method gets the (empty) answer.
+        assert_eq!(api.send(PAYLOAD).await.expect("an answer"), "", "{status}");
+        assert_eq!(t.attempts(), 1, "{status}");
+        assert_nothing_leaked(&t);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_redirect_to_another_scheme_is_refused_before_it_is_sent() {
+    for (location, scheme) in [
+        ("file:///etc/passwd", "file"),
+        ("ftp://example.test/next", "ftp"),
+    ] {
+        let t = ScriptedTransport::new([Step::status(302).header("location", location)]);
+        let api: PostingClient = scripted(&t);
+        let e = api.send(PAYLOAD).await.expect_err("refused");
+        assert_eq!(e.kind(), ErrorKind::Redirect, "{location}");
+        // Refused for its scheme, not only as a way down from https.
+        let refused = format!("a redirect to a `{scheme}:` URL was refused");
+        assert!(e.to_string().contains(&refused), "{e}");
+        assert_eq!(t.attempts(), 1, "{location}");
+        assert_nothing_leaked(&t);
+    }
 }
