@@ -52,13 +52,18 @@ impl fmt::Debug for Redacted<'_> {
     }
 }
 
-/// A URL with every query value replaced by `[redacted]` (the names stay).
+/// A URL with its password and every query value replaced by `[redacted]` (the user
+/// name and the query's names stay).
 pub fn redact_url(url: &str) -> String {
-    let Some((head, query)) = url.split_once('?') else {
-        return url.to_owned();
-    };
     let mut out = String::with_capacity(url.len());
-    out.push_str(head);
+    let (head, query) = match url.split_once('?') {
+        Some((head, query)) => (head, Some(query)),
+        None => (url, None),
+    };
+    push_without_password(&mut out, head);
+    let Some(query) = query else {
+        return out;
+    };
     out.push('?');
     for (i, pair) in query.split('&').enumerate() {
         if i > 0 {
@@ -75,9 +80,44 @@ pub fn redact_url(url: &str) -> String {
     out
 }
 
+/// `head` (a URL up to its query) with the password of its user info redacted.
+fn push_without_password(out: &mut String, head: &str) {
+    let authority_start = head.find("://").map_or(0, |i| i + 3);
+    let authority_len = head[authority_start..]
+        .find(['/', '#'])
+        .unwrap_or(head.len() - authority_start);
+    let authority = &head[authority_start..authority_start + authority_len];
+    let password = authority
+        .rfind('@')
+        .and_then(|at| authority[..at].find(':').map(|colon| (colon, at)));
+    match password {
+        Some((colon, at)) => {
+            out.push_str(&head[..authority_start + colon + 1]);
+            out.push_str("[redacted]");
+            out.push_str(&head[authority_start + at..]);
+        }
+        None => out.push_str(head),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_password_is_redacted() {
+        assert_eq!(
+            redact_url("https://user:hunter2@example.test/p?k=v"),
+            "https://user:[redacted]@example.test/p?k=[redacted]"
+        );
+        assert_eq!(
+            redact_url("https://user:hunter2@example.test"),
+            "https://user:[redacted]@example.test"
+        );
+        // A user name alone is not a secret; an `@` in the path is not user info.
+        assert_eq!(redact_url("https://user@h/p"), "https://user@h/p");
+        assert_eq!(redact_url("https://h/a:b@c"), "https://h/a:b@c");
+    }
 
     #[test]
     fn query_values_are_redacted() {
