@@ -403,6 +403,13 @@ impl<C: GeneratedClient> ClientBuilder<C> {
     }
 
     /// Redirects followed per attempt at most (default 10; 0 turns them off).
+    ///
+    /// A 301, 302, 303, 307 or 308 with a `Location` is followed, to an `http` or
+    /// `https` URL only, and never from `https` down to `http`. A 307 or 308 sends the
+    /// same method and body again; the others turn any method but GET and HEAD into a
+    /// bodiless GET, as reqwest does. Once a redirect leaves the origin, credential and
+    /// secret headers are dropped. Other 3xx statuses are answers, handed to the method
+    /// as they are.
     pub fn max_redirects(mut self, n: u32) -> Self {
         self.max_redirects = n;
         self
