@@ -14,6 +14,12 @@ pub use crate::retry::backoff::Backoff;
 pub use crate::retry::retry_after::DEFAULT_RETRY_AFTER_CAP;
 pub use crate::retry::{DEFAULT_RETRY_ON, RetryPolicy};
 
+/// How many coalescing keys the client of `handle` holds: one per shared execution
+/// with a caller still waiting on it. For tests.
+pub fn coalescing_keys(handle: &Handle) -> usize {
+    handle.inner.coalescer.len()
+}
+
 /// A duration of `ms` milliseconds, for generated statics.
 pub const fn ms(ms: u64) -> Duration {
     Duration::from_millis(ms)

@@ -77,6 +77,11 @@ impl Coalescer {
     fn lock(&self) -> std::sync::MutexGuard<'_, Calls> {
         self.calls.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// How many keys the map holds (for tests: none once every caller has left).
+    pub(crate) fn len(&self) -> usize {
+        self.lock().len()
+    }
 }
 
 /// Join the identical call in flight, or start one that others may join.
@@ -114,18 +119,16 @@ pub(crate) async fn join(
             }
         }
     };
-    let output = shared.clone().await;
-    {
-        // The execution is over: the next identical call starts afresh.
-        let mut map = inner.coalescer.lock();
-        let stale = map
-            .get(&key)
-            .and_then(WeakShared::upgrade)
-            .is_none_or(|s| s.peek().is_some());
-        if stale {
-            map.remove(&key);
-        }
-    }
+    let mut share = Share {
+        coalescer: &inner.coalescer,
+        key,
+        call: Some(shared),
+    };
+    let output = match &mut share.call {
+        Some(call) => call.await,
+        None => unreachable!("a share holds its execution until it is dropped"),
+    };
+    drop(share);
     let spec = inner.endpoints[index].spec;
     match output {
         Ok(answer) => Ok(RawResponse {
@@ -137,6 +140,34 @@ pub(crate) async fn join(
         Err(e) => {
             attempts.store(e.attempts(), Ordering::Relaxed);
             Err(ApiError::shared_copy(e))
+        }
+    }
+}
+
+/// One caller's hold on a shared execution, with the key it is registered under.
+///
+/// Dropped when the caller has its answer or leaves early (dropped, cancelled, past
+/// its deadline): it lets go of the execution first, then forgets the key if the
+/// execution registered there is over, finished or dropped because this was its last
+/// caller. A live execution under the key (still serving other callers, or a newer
+/// one) keeps its entry: its own last caller forgets it.
+struct Share<'a> {
+    coalescer: &'a Coalescer,
+    key: Key,
+    call: Option<SharedCall>,
+}
+
+impl Drop for Share<'_> {
+    fn drop(&mut self) {
+        // Outside the lock: this may drop the execution, aborting its request.
+        drop(self.call.take());
+        let mut map = self.coalescer.lock();
+        let over = map
+            .get(&self.key)
+            .and_then(WeakShared::upgrade)
+            .is_none_or(|s| s.peek().is_some());
+        if over {
+            map.remove(&self.key);
         }
     }
 }
