@@ -556,6 +556,14 @@ fn check_effective(cx: &Ctxt, e: &Endpoint) {
             ),
         );
     }
+    if let Some(span) = e.attrs.coalesce
+        && e.attrs.idempotency_key.is_some()
+    {
+        cx.error_at(
+            span,
+            "`#[coalesce]` with `#[idempotency_key]`: every call has its own key, so no two calls are identical, and calls with different keys are different operations",
+        );
+    }
     if let Some(h) = &e.attrs.hedge {
         check_hedge(cx, &h.attr, h.span);
     }

@@ -2,9 +2,8 @@ use resilient_api::{ApiError, resilient_api};
 
 #[resilient_api(timeout(attempt = "3s"))]
 pub trait Payments {
-    /// A key makes retries safe, not sharing one charge between two callers.
+    /// Two callers charging the same amount want two charges, not one shared.
     #[post("/charges")]
-    #[idempotency_key]
     #[coalesce]
     async fn charge(&self, #[body] amount: &u64) -> Result<String, ApiError>;
 }
