@@ -1,5 +1,6 @@
 //! S21 circuit_local_cancel: a cancellation by the caller is not a breaker failure,
-//! and a dropped half-open probe gives its slot back.
+//! nor is an attempt cut short by the caller's deadline, and a dropped half-open probe
+//! gives its slot back.
 
 use resilient_api::circuit_breaker::state::Phase;
 use resilient_api::testing::{ScriptedTransport, Step};
@@ -260,4 +261,23 @@ async fn cancelled_half_open_probe_releases_its_slot() {
 
     script_follow_up(&t);
     assert_eq!(api.resource().await.unwrap(), "ok");
+}
+
+/// The caller's deadline is the caller's limit, not the upstream's: an attempt it cuts
+/// short counts neither way, like a cancel. (The attempt timeout is what counts.)
+#[tokio::test(start_paused = true)]
+async fn an_attempt_cut_short_by_the_callers_deadline_is_not_a_failure() {
+    let t = ScriptedTransport::new([Step::hang(), Step::hang()]);
+    let api = scripted::<FragileClient>(&t);
+    let hurried = api.with_options(CallOptions::new().deadline(ms(100)));
+    for _ in 0..2 {
+        let e = hurried.resource().await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Deadline);
+        let state = api.circuit_state();
+        assert_eq!(
+            (state.phase, state.consecutive_failures, state.generation),
+            (Phase::Closed, 0, 0)
+        );
+    }
+    assert_eq!((t.attempts(), t.in_flight()), (2, 0));
 }
