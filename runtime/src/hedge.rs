@@ -15,12 +15,22 @@
 //! - The first success wins. A non-retryable failure (a 404, a decode error) is an
 //!   answer too and ends the round. A retryable failure (a 5xx, a 429, a reset) does
 //!   not win while another branch is pending or may still start.
+//! - A retryable failure that carries the server's `Retry-After` stops the hedging:
+//!   the server said when to come back, and a hedge is a new request like a retry,
+//!   so none may leave before that instant. Branches already in flight keep running
+//!   and one may still win. When none is left, the round ends with the failure that
+//!   asked to wait (the one whose instant is latest, if several did), and the retry
+//!   loop decides what follows as it would after a single attempt: it waits until
+//!   exactly that instant, or ends the call at once when the deadline or the budget
+//!   does not allow it. A wait that has already passed (`Retry-After: 0`, a past
+//!   date) does not stop the hedging.
 //! - Every branch goes through breaker admission, bulkhead, rate limiter and its own
 //!   attempt timeout. A losing branch's failure is not a breaker failure when another
 //!   branch wins; when every branch fails, every failure counts.
 //! - All branches failed: [`ErrorKind::AllHedgesFailed`],
-//!   with the status and body of the last branch to fail and that failure as its
-//!   source. If retries remain, the retry loop may start a new round after its backoff.
+//!   with the status and body of the last branch to fail (or of the one that asked to
+//!   wait) and that failure as its source. If retries remain, the retry loop may start
+//!   a new round after its backoff, or at the server's instant.
 //! - Branches are futures polled by the caller's own future: nothing is spawned, so
 //!   dropping the call drops every branch.
 //!
@@ -64,6 +74,9 @@ impl Call<'_> {
         let mut launched: u32 = 0;
         let mut failed = Vec::new();
         let mut last: Option<Failure> = None;
+        // The failure whose server wait ends latest, with that instant (`None`: too
+        // far to represent). Once set, no branch starts and the round ends with it.
+        let mut asked_to_wait: Option<(Option<Instant>, Failure)> = None;
         let mut next_launch = Some(Instant::now());
         loop {
             // Launch every branch that is due.
@@ -144,6 +157,30 @@ impl Call<'_> {
                     }
                     return Err(failure);
                 }
+                // The server asked to wait: no branch may leave before its instant,
+                // so stop hedging; the branches in flight may still win.
+                Err(failure) if failure.server_wait.is_some_and(|w| !w.is_zero()) => {
+                    if let Some(v) = verdict {
+                        failed.push(v);
+                    }
+                    if next_launch.take().is_some() {
+                        tracing::debug!("the server asked to wait: no more hedging");
+                    }
+                    let at = failure
+                        .server_wait
+                        .and_then(|w| Instant::now().checked_add(w));
+                    let later =
+                        asked_to_wait
+                            .as_ref()
+                            .is_none_or(|(earlier, _)| match (at, *earlier) {
+                                (_, None) => false,
+                                (None, Some(_)) => true,
+                                (Some(a), Some(e)) => a >= e,
+                            });
+                    if later {
+                        asked_to_wait = Some((at, failure));
+                    }
+                }
                 Err(failure) => {
                     if let Some(v) = verdict {
                         failed.push(v);
@@ -151,6 +188,14 @@ impl Call<'_> {
                     last = Some(failure);
                 }
             }
+        }
+        // The round ends with the failure that asked to wait, its wait measured from
+        // now so that the retry loop resumes at the server's instant, not later.
+        if let Some((at, mut failure)) = asked_to_wait {
+            if let Some(at) = at {
+                failure.server_wait = Some(at.saturating_duration_since(Instant::now()));
+            }
+            last = Some(failure);
         }
         for v in failed.drain(..) {
             crate::pipeline::Verdict::record(v);
