@@ -1,18 +1,22 @@
 //! Request coalescing: identical calls in flight at the same time share one execution.
 //!
 //! # When to use
-//! On idempotent reads that many callers ask for at once (a config document, a hot
-//! key). With `#[coalesce]`, a call whose method, URL and headers equal those of a
-//! call already in flight joins it instead of sending its own request; the shared
-//! execution's retries serve every caller.
+//! On idempotent calls that many callers make at once (a config document, a hot
+//! key). With `#[coalesce]`, a call whose endpoint, URL, headers and body equal those
+//! of a call already in flight joins it instead of sending its own request; the shared
+//! execution's retries serve every caller. Two `PUT`s of different documents are two
+//! calls, never one.
 //!
 //! Rules:
 //! - Every caller gets its own value, decoded from the shared bytes.
 //! - Callers are independent: one caller leaving (dropped, cancelled, or past its own
 //!   deadline) does not disturb the others. The shared execution is dropped, aborting
-//!   its request, only when the last caller has left.
+//!   its request, when the last caller has left.
 //! - Each caller's deadline and cancellation apply to that caller alone; the shared
-//!   execution has no deadline of its own and ends when its last caller leaves.
+//!   execution has no deadline of its own and ends when its last caller leaves (the
+//!   contract: it stops only when every caller left). So a `Retry-After` longer than
+//!   a caller's deadline is still waited for, and that caller ends with its deadline
+//!   error rather than the status that asked to wait.
 //! - A call made after the shared execution finished starts a fresh one: nothing is
 //!   cached.
 //!
@@ -65,6 +69,9 @@ pub(crate) struct Key {
     endpoint: usize,
     url: String,
     headers: Vec<(String, Vec<u8>)>,
+    /// The bytes sent (a streamed body is never coalesced). A refcounted view of the
+    /// prepared request's body, not a copy.
+    body: Bytes,
 }
 
 /// In-flight shared executions of one client.
@@ -105,6 +112,7 @@ pub(crate) async fn join(
             .as_str()
             .to_owned(),
         headers,
+        body: prepared.body.clone(),
     };
     let shared: SharedCall = {
         let mut map = inner.coalescer.lock();
