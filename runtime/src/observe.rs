@@ -13,6 +13,25 @@
 //! marked sensitive (declared `secret`, or set as a client-wide secret) print as
 //! `[redacted]` in every `Debug`. Query strings print with every value redacted.
 //!
+//! # Metrics
+//! With the feature `metrics`, a call reports through the `metrics` facade to whatever
+//! recorder is installed. Without it nothing is recorded and nothing is compiled in.
+//!
+//! Labels: `endpoint` is the trait method's name; `partition` is the partition's
+//! name, or `default` for the partition an endpoint without `partition = ...` uses
+//! (so a partition named `default` shares its series).
+//!
+//! | name | kind | labels | meaning |
+//! | --- | --- | --- | --- |
+//! | `resilient_api_requests_total` | counter | `endpoint`, `partition` | attempts sent (retries and hedges included) |
+//! | `resilient_api_retries_total` | counter | `endpoint`, `partition` | retries decided, each before its backoff |
+//! | `resilient_api_calls_total` | counter | `endpoint`, `partition`, `outcome` | calls ended, once each: `outcome` is `ok` or the error kind ([`ErrorKind::as_str`](crate::ErrorKind::as_str)) |
+//! | `resilient_api_call_duration_seconds` | histogram | `endpoint`, `partition` | a call's time from start to end, whatever its outcome |
+//! | `resilient_api_rejections_total` | counter | `endpoint`, `partition`, `policy` | calls ended by a policy's refusal, once each: `policy` is `circuit_breaker`, `bulkhead`, `rate_limit` or `retry_budget` (also counted in `calls_total`) |
+//! | `resilient_api_in_flight` | gauge | `endpoint`, `partition` | attempts sent and not yet ended: up by one at dispatch, down by one when the attempt ends in any way (answered, failed, timed out, lost a hedge race, dropped); a streamed response's attempt ends with its head |
+//! | `resilient_api_queue_depth` | gauge | `partition` | callers waiting in a bulkhead queue; the engine's global bulkhead is `partition="global"` |
+//! | `resilient_api_breaker_state` | gauge | `partition` | the breaker's state, set on every transition: `0` closed, `1` half-open, `2` open. Absent until the first transition (closed); an open breaker turns half-open when the first attempt after its reset asks, so it reads `2` until then |
+//!
 //! # Example
 //! ```
 //! use resilient_api::observe::Redacted;
@@ -142,40 +161,151 @@ mod tests {
     }
 }
 
-/// Metrics through the `metrics` facade (feature `metrics`), tagged by endpoint and
-/// partition: `resilient_api_requests_total` (attempts sent),
-/// `resilient_api_retries_total`, `resilient_api_calls_total` (by `outcome`: `ok` or
-/// the error kind), `resilient_api_call_duration_seconds`, and
-/// `resilient_api_rejections_total` (by `policy`).
+/// The metrics listed in the module's docs (feature `metrics`).
 #[cfg(feature = "metrics")]
 pub(crate) mod metrics_impl {
     use std::time::Duration;
 
-    pub(crate) fn attempt(endpoint: &'static str, partition: &str) {
-        metrics::counter!("resilient_api_requests_total", "endpoint" => endpoint, "partition" => partition.to_owned()).increment(1);
+    use metrics::{Gauge, SharedString};
+
+    use crate::circuit_breaker::state::Phase;
+    use crate::error::ErrorKind;
+
+    /// The `partition` label: the default partition (named `""`) is `default`.
+    fn partition_tag(partition: &str) -> SharedString {
+        if partition.is_empty() {
+            SharedString::const_str("default")
+        } else {
+            SharedString::from(partition.to_owned())
+        }
+    }
+
+    /// The policy whose refusal `kind` is, if it is one.
+    fn rejected_by(kind: ErrorKind) -> Option<&'static str> {
+        match kind {
+            ErrorKind::CircuitOpen => Some("circuit_breaker"),
+            ErrorKind::BulkheadFull => Some("bulkhead"),
+            ErrorKind::RateLimited => Some("rate_limit"),
+            ErrorKind::BudgetExhausted => Some("retry_budget"),
+            _ => None,
+        }
+    }
+
+    /// An attempt is sent: counted, and in flight until the returned guard drops.
+    pub(crate) fn attempt(endpoint: &'static str, partition: &str) -> InFlight {
+        let partition = partition_tag(partition);
+        metrics::counter!("resilient_api_requests_total", "endpoint" => endpoint, "partition" => partition.clone()).increment(1);
+        let gauge = metrics::gauge!("resilient_api_in_flight", "endpoint" => endpoint, "partition" => partition);
+        gauge.increment(1.0);
+        InFlight(gauge)
+    }
+
+    /// An attempt in flight; dropping it (however the attempt ends) takes it out.
+    #[must_use]
+    pub(crate) struct InFlight(Gauge);
+
+    impl Drop for InFlight {
+        fn drop(&mut self) {
+            self.0.decrement(1.0);
+        }
     }
 
     pub(crate) fn retry(endpoint: &'static str, partition: &str) {
-        metrics::counter!("resilient_api_retries_total", "endpoint" => endpoint, "partition" => partition.to_owned()).increment(1);
+        metrics::counter!("resilient_api_retries_total", "endpoint" => endpoint, "partition" => partition_tag(partition)).increment(1);
     }
 
+    /// A call ended: `Ok(())`, or the kind of its error.
     pub(crate) fn call(
         endpoint: &'static str,
         partition: &str,
-        outcome: &'static str,
+        outcome: Result<(), ErrorKind>,
         started: tokio::time::Instant,
     ) {
         let took: Duration = started.elapsed();
-        metrics::counter!("resilient_api_calls_total", "endpoint" => endpoint, "partition" => partition.to_owned(), "outcome" => outcome).increment(1);
-        metrics::histogram!("resilient_api_call_duration_seconds", "endpoint" => endpoint, "partition" => partition.to_owned()).record(took.as_secs_f64());
+        let partition = partition_tag(partition);
+        let label = match outcome {
+            Ok(()) => "ok",
+            Err(kind) => kind.as_str(),
+        };
+        if let Some(policy) = outcome.err().and_then(rejected_by) {
+            metrics::counter!("resilient_api_rejections_total", "endpoint" => endpoint, "partition" => partition.clone(), "policy" => policy).increment(1);
+        }
+        metrics::counter!("resilient_api_calls_total", "endpoint" => endpoint, "partition" => partition.clone(), "outcome" => label).increment(1);
+        metrics::histogram!("resilient_api_call_duration_seconds", "endpoint" => endpoint, "partition" => partition).record(took.as_secs_f64());
+    }
+
+    /// A caller may wait in a bulkhead queue (of `partition`, or the global one when
+    /// `None`) until the returned guard drops.
+    pub(crate) fn queued(partition: Option<&str>) -> Queued {
+        let partition = match partition {
+            Some(p) => partition_tag(p),
+            None => SharedString::const_str("global"),
+        };
+        let gauge = metrics::gauge!("resilient_api_queue_depth", "partition" => partition);
+        gauge.increment(1.0);
+        Queued(gauge)
+    }
+
+    /// A caller waiting in a bulkhead queue; dropping it (permit granted, queue
+    /// full, call dropped) takes it out.
+    #[must_use]
+    pub(crate) struct Queued(Gauge);
+
+    impl Drop for Queued {
+        fn drop(&mut self) {
+            self.0.decrement(1.0);
+        }
+    }
+
+    /// The breaker of `partition` entered `phase`.
+    pub(crate) fn breaker_state(partition: &str, phase: Phase) {
+        let value = match phase {
+            Phase::Closed => 0.0,
+            Phase::HalfOpen => 1.0,
+            Phase::Open => 2.0,
+        };
+        metrics::gauge!("resilient_api_breaker_state", "partition" => partition_tag(partition)).set(value);
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn rejections_map_to_their_policy() {
+            assert_eq!(rejected_by(ErrorKind::CircuitOpen), Some("circuit_breaker"));
+            assert_eq!(rejected_by(ErrorKind::BulkheadFull), Some("bulkhead"));
+            assert_eq!(rejected_by(ErrorKind::RateLimited), Some("rate_limit"));
+            assert_eq!(
+                rejected_by(ErrorKind::BudgetExhausted),
+                Some("retry_budget")
+            );
+            assert_eq!(rejected_by(ErrorKind::Deadline), None);
+            assert_eq!(rejected_by(ErrorKind::Status), None);
+        }
+
+        #[test]
+        fn the_default_partition_is_tagged_default() {
+            assert_eq!(&*partition_tag(""), "default");
+            assert_eq!(&*partition_tag("search"), "search");
+        }
     }
 }
 
-/// No-op stand-ins when the `metrics` feature is off.
+/// No-op stand-ins when the `metrics` feature is off: empty functions and zero-sized
+/// guards without `Drop`.
 #[cfg(not(feature = "metrics"))]
 pub(crate) mod metrics_impl {
+    use crate::circuit_breaker::state::Phase;
+    use crate::error::ErrorKind;
+
     #[inline(always)]
-    pub(crate) fn attempt(_endpoint: &'static str, _partition: &str) {}
+    pub(crate) fn attempt(_endpoint: &'static str, _partition: &str) -> InFlight {
+        InFlight
+    }
+
+    #[must_use]
+    pub(crate) struct InFlight;
 
     #[inline(always)]
     pub(crate) fn retry(_endpoint: &'static str, _partition: &str) {}
@@ -184,8 +314,19 @@ pub(crate) mod metrics_impl {
     pub(crate) fn call(
         _endpoint: &'static str,
         _partition: &str,
-        _outcome: &'static str,
+        _outcome: Result<(), ErrorKind>,
         _started: tokio::time::Instant,
     ) {
     }
+
+    #[inline(always)]
+    pub(crate) fn queued(_partition: Option<&str>) -> Queued {
+        Queued
+    }
+
+    #[must_use]
+    pub(crate) struct Queued;
+
+    #[inline(always)]
+    pub(crate) fn breaker_state(_partition: &str, _phase: Phase) {}
 }

@@ -211,18 +211,22 @@ pub(crate) fn execute(
             e.set_attempts(attempts.load(Ordering::Relaxed));
             e
         };
+        let start = Instant::now();
         if let Some(invalid) = request.error.take() {
-            return Err(finish(
-                ApiError::new(ErrorKind::InvalidRequest)
-                    .with_message(invalid.to_string())
-                    .with_source(invalid),
+            return Err(refused_at_start(
+                ep,
+                start,
+                finish(
+                    ApiError::new(ErrorKind::InvalidRequest)
+                        .with_message(invalid.to_string())
+                        .with_source(invalid),
+                ),
             ));
         }
 
-        let start = Instant::now();
         // An open breaker refuses before anything is built, queued or armed.
         if let Err(r) = ep.partition.breaker.check(start) {
-            return Err(finish(circuit_open(r.until)));
+            return Err(refused_at_start(ep, start, finish(circuit_open(r.until))));
         }
         let total = match (spec.policy.total_timeout, handle.options.deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -327,13 +331,12 @@ pub(crate) fn execute(
             }
         })
         .await;
-        let partition = ep.partition.name.as_str();
         crate::observe::metrics_impl::call(
             spec.name,
-            partition,
+            &ep.partition.name,
             match &result {
-                Ok(_) => "ok",
-                Err(e) => e.kind().as_str(),
+                Ok(_) => Ok(()),
+                Err(e) => Err(e.kind()),
             },
             start,
         );
@@ -353,6 +356,14 @@ fn deadline_passed(total: Option<Duration>) -> ApiError {
         "the call's deadline of {:?} passed",
         total.unwrap_or_default()
     ))
+}
+
+/// A call that ends before it is under way (an invalid request, an open breaker):
+/// counted in the call metrics like any other end.
+#[cold]
+fn refused_at_start(ep: &EndpointRuntime, start: Instant, e: ApiError) -> ApiError {
+    crate::observe::metrics_impl::call(ep.spec.name, &ep.partition.name, Err(e.kind()), start);
+    e
 }
 
 #[cold]
@@ -690,6 +701,8 @@ impl Call<'_> {
                 Some(permit) => permit,
                 None => {
                     waited = true;
+                    // Counted in the queue depth while it waits, however the wait ends.
+                    let _queued = crate::observe::metrics_impl::queued(Some(&partition.name));
                     partition
                         .bulkhead
                         .acquire()
@@ -702,6 +715,7 @@ impl Call<'_> {
                     Some(permit) => permit,
                     None => {
                         waited = true;
+                        let _queued = crate::observe::metrics_impl::queued(None);
                         g.acquire()
                             .await
                             .map_err(|_| bulkhead_full(Some("global limit")))?
@@ -764,7 +778,9 @@ impl Call<'_> {
             }
             // Only a dispatched attempt counts as one.
             self.attempts.fetch_max(resend + 1, Ordering::Relaxed);
-            crate::observe::metrics_impl::attempt(self.ep.spec.name, &partition.name);
+            // In flight until this attempt ends, however it ends (a drop included).
+            let in_flight =
+                crate::observe::metrics_impl::attempt(self.ep.spec.name, &partition.name);
             let span = tracing::debug_span!(
                 "http.attempt",
                 "http.request.resend_count" = resend,
@@ -809,6 +825,7 @@ impl Call<'_> {
                 }
             })
             .await;
+            drop(in_flight);
             if driven {
                 self.clock.disarm();
             }

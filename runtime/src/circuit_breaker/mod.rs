@@ -11,8 +11,9 @@
 //! change a newer one.
 //!
 //! The logic is the pure state machine in [`state`], fed `now` and outcomes; this
-//! module is the thin shell that shares it between calls and emits `tracing` events
-//! for every transition.
+//! module is the thin shell that shares it between calls and reports every
+//! transition: a `tracing` event, and the `resilient_api_breaker_state` gauge with
+//! the `metrics` feature.
 //!
 //! # Defaults
 //! Five consecutive failures, 30 s reset, one probe, no slow-call rule.
@@ -48,6 +49,9 @@ use state::{Admission, Breaker, BreakerConfig, CircuitState, Outcome, Rejected, 
 /// every change made under it republishes whether the breaker is quiet.
 #[derive(Debug)]
 pub(crate) struct CircuitBreaker {
+    /// Origin and partition, for `tracing` (`https://host` or `https://host/name`).
+    label: String,
+    /// The partition's name (`""` for the default one), for metrics.
     partition: String,
     state: Mutex<Breaker>,
     /// `generation + 1` while quiet, `0` when not; written only under the lock.
@@ -55,10 +59,11 @@ pub(crate) struct CircuitBreaker {
 }
 
 impl CircuitBreaker {
-    pub(crate) fn new(config: BreakerConfig, partition: String) -> Self {
+    pub(crate) fn new(config: BreakerConfig, label: String, partition: String) -> Self {
         let breaker = Breaker::new(config);
         let quiet = AtomicU64::new(quiet_word(&breaker));
         CircuitBreaker {
+            label,
             partition,
             state: Mutex::new(breaker),
             quiet,
@@ -84,8 +89,9 @@ impl CircuitBreaker {
 
     fn emit(&self, t: Option<Transition>) {
         if let Some(t) = t {
+            crate::observe::metrics_impl::breaker_state(&self.partition, t.to);
             tracing::info!(
-                partition = %self.partition,
+                partition = %self.label,
                 from = ?t.from,
                 to = ?t.to,
                 generation = t.generation,

@@ -1,0 +1,310 @@
+//! Metrics (feature `metrics`): exact counts and gauges for retries, rejections,
+//! attempts in flight, bulkhead queues and breaker states.
+//!
+//! Each test installs its own recorder for the test's thread (the runtime is
+//! current-thread, so spawned calls report to it too). The recorder reads values
+//! without resetting them: `metrics-util`'s `DebuggingRecorder` zeroes counters and
+//! gauges on every snapshot, which would turn a gauge read twice into a delta.
+#![cfg(feature = "metrics")]
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, atomic::AtomicU64};
+
+use metrics::{
+    Counter, Gauge, Histogram, Key, KeyName, Label, Metadata, Recorder, SharedString, Unit,
+};
+use metrics_util::registry::{AtomicStorage, Registry};
+use resilient_api::testing::{ScriptedTransport, Step};
+use resilient_api::{ApiError, CallOptions, CancellationToken, ErrorKind, resilient_api};
+use tests::{assert_nothing_leaked, ms, scripted, settle};
+
+/// A recorder that keeps every value until it is dropped.
+struct Recorded(Registry<Key, AtomicStorage>);
+
+impl Recorded {
+    fn new() -> Self {
+        Recorded(Registry::atomic())
+    }
+
+    fn key(name: &'static str, labels: &[(&'static str, &'static str)]) -> Key {
+        let labels: Vec<Label> = labels.iter().map(|&(k, v)| Label::new(k, v)).collect();
+        Key::from_parts(name, labels)
+    }
+
+    /// A counter's value; `0` if it was never touched.
+    fn counter(&self, name: &'static str, labels: &[(&'static str, &'static str)]) -> u64 {
+        self.0
+            .get_counter(&Self::key(name, labels))
+            .map_or(0, |c| c.load(Ordering::SeqCst))
+    }
+
+    /// A gauge's value; `None` if it was never touched.
+    fn gauge(&self, name: &'static str, labels: &[(&'static str, &'static str)]) -> Option<f64> {
+        self.0
+            .get_gauge(&Self::key(name, labels))
+            .map(|g| f64::from_bits(g.load(Ordering::SeqCst)))
+    }
+
+    /// A histogram's samples.
+    fn histogram(&self, name: &'static str, labels: &[(&'static str, &'static str)]) -> Vec<f64> {
+        self.0
+            .get_histogram(&Self::key(name, labels))
+            .map_or_else(Vec::new, |h| h.data())
+    }
+
+    /// How many series of `name` there are (with any labels).
+    fn series(&self, name: &str) -> usize {
+        let mut n = 0;
+        let mut count = |k: &Key| n += usize::from(k.name() == name);
+        self.0.visit_counters(|k, _| count(k));
+        self.0.visit_gauges(|k, _| count(k));
+        self.0.visit_histograms(|k, _| count(k));
+        n
+    }
+}
+
+impl Recorder for Recorded {
+    fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+
+    fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+        self.0
+            .get_or_create_counter(key, |c: &Arc<AtomicU64>| Counter::from_arc(c.clone()))
+    }
+
+    fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
+        self.0
+            .get_or_create_gauge(key, |g: &Arc<AtomicU64>| Gauge::from_arc(g.clone()))
+    }
+
+    fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
+        self.0
+            .get_or_create_histogram(key, |h| Histogram::from_arc(h.clone()))
+    }
+}
+
+const EP: (&str, &str) = ("endpoint", "resource");
+const DEFAULT: (&str, &str) = ("partition", "default");
+
+/// One retry on 503, after 10 ms.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 1, backoff = fixed(delay = "10ms"), on = [503])
+)]
+pub trait Retrying {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retried_call_counts_two_requests_one_retry_one_ok() {
+    let m = Recorded::new();
+    let _installed = metrics::set_default_local_recorder(&m);
+    let t = ScriptedTransport::new([Step::status(503), Step::status(200).body("ok")]);
+    let api = scripted::<RetryingClient>(&t);
+
+    assert_eq!(api.resource().await.expect("ok after one retry"), "ok");
+
+    assert_eq!(m.counter("resilient_api_requests_total", &[EP, DEFAULT]), 2);
+    assert_eq!(m.counter("resilient_api_retries_total", &[EP, DEFAULT]), 1);
+    assert_eq!(
+        m.counter(
+            "resilient_api_calls_total",
+            &[EP, DEFAULT, ("outcome", "ok")]
+        ),
+        1
+    );
+    assert_eq!(m.series("resilient_api_calls_total"), 1, "one outcome only");
+    assert_eq!(
+        m.histogram("resilient_api_call_duration_seconds", &[EP, DEFAULT]),
+        vec![0.01],
+        "the 10 ms backoff, on the paused clock"
+    );
+    assert_eq!(
+        m.gauge("resilient_api_in_flight", &[EP, DEFAULT]),
+        Some(0.0)
+    );
+    assert_eq!(m.series("resilient_api_rejections_total"), 0);
+    assert_eq!(m.series("resilient_api_queue_depth"), 0, "never queued");
+    assert_eq!(
+        m.series("resilient_api_breaker_state"),
+        0,
+        "never left closed"
+    );
+}
+
+/// Trips on the first failure; no retries.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 0),
+    breaker(failures = 1, reset = "1s")
+)]
+pub trait Fragile {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+
+    /// A partition of its own, named after the method.
+    #[get("/other")]
+    #[breaker(failures = 1, reset = "1s")]
+    async fn other(&self) -> Result<String, ApiError>;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_refused_by_an_open_breaker_is_a_rejection() {
+    let m = Recorded::new();
+    let _installed = metrics::set_default_local_recorder(&m);
+    let t = ScriptedTransport::new([Step::status(503)]);
+    let api = scripted::<FragileClient>(&t);
+    let state = |partition| m.gauge("resilient_api_breaker_state", &[("partition", partition)]);
+
+    let err = api.resource().await.expect_err("503");
+    assert_eq!(err.kind(), ErrorKind::Status);
+    assert_eq!(state("default"), Some(2.0), "open");
+    assert_eq!(
+        m.series("resilient_api_rejections_total"),
+        0,
+        "a 503 is no rejection"
+    );
+
+    let err = api.resource().await.expect_err("refused");
+    assert_eq!(err.kind(), ErrorKind::CircuitOpen);
+    assert_eq!(
+        m.counter(
+            "resilient_api_rejections_total",
+            &[EP, DEFAULT, ("policy", "circuit_breaker")]
+        ),
+        1
+    );
+    assert_eq!(m.series("resilient_api_rejections_total"), 1);
+    assert_eq!(
+        m.counter(
+            "resilient_api_calls_total",
+            &[EP, DEFAULT, ("outcome", "circuit_open")]
+        ),
+        1,
+        "a call refused before it starts still ends once"
+    );
+    assert_eq!(m.counter("resilient_api_requests_total", &[EP, DEFAULT]), 1);
+
+    // After the reset a probe half-opens it, and its success closes it.
+    tokio::time::sleep(ms(1000)).await;
+    t.push([Step::status(200).body("ok").delay(ms(5))]);
+    let probe = tokio::spawn({
+        let api = api.clone();
+        async move { api.resource().await }
+    });
+    settle().await;
+    assert_eq!(
+        state("default"),
+        Some(1.0),
+        "half-open while the probe runs"
+    );
+    assert_eq!(probe.await.expect("joins").expect("the probe"), "ok");
+    assert_eq!(state("default"), Some(0.0), "closed");
+
+    // A named partition's breaker is tagged with its name.
+    t.push([Step::status(503)]);
+    api.other().await.expect_err("503");
+    assert_eq!(state("other"), Some(2.0));
+    assert_eq!(state("default"), Some(0.0));
+    assert_nothing_leaked(&t);
+}
+
+/// Concurrency 1, queue 1.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 0),
+    bulkhead(concurrency = 1, queue = 1)
+)]
+pub trait Narrow {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_is_in_flight_until_its_future_is_dropped() {
+    let m = Recorded::new();
+    let _installed = metrics::set_default_local_recorder(&m);
+    let t = ScriptedTransport::new([Step::hang()]);
+    let api = scripted::<NarrowClient>(&t);
+    let in_flight = || m.gauge("resilient_api_in_flight", &[EP, DEFAULT]);
+
+    let mut call = Box::pin(api.resource());
+    assert!(
+        tokio::time::timeout(ms(50), &mut call).await.is_err(),
+        "the attempt hangs"
+    );
+    assert_eq!(t.attempts(), 1);
+    assert_eq!(in_flight(), Some(1.0));
+
+    drop(call);
+    assert_eq!(in_flight(), Some(0.0), "a dropped attempt leaves no trace");
+    assert_eq!(
+        m.series("resilient_api_calls_total"),
+        0,
+        "a dropped call never ended"
+    );
+    assert_nothing_leaked(&t);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_waiter_is_in_the_queue_depth_until_it_is_cancelled() {
+    let m = Recorded::new();
+    let _installed = metrics::set_default_local_recorder(&m);
+    let t = ScriptedTransport::new([Step::hang()]);
+    let api = scripted::<NarrowClient>(&t);
+    let depth = || m.gauge("resilient_api_queue_depth", &[DEFAULT]);
+
+    // The first call holds the only slot.
+    let mut first = Box::pin(api.resource());
+    assert!(tokio::time::timeout(ms(10), &mut first).await.is_err());
+    assert_eq!(depth(), None, "it never queued");
+
+    // The second waits in the queue until its token is cancelled.
+    let token = CancellationToken::new();
+    let second = tokio::spawn({
+        let api = api.with_options(CallOptions::new().cancel_on(token.clone()));
+        async move { api.resource().await }
+    });
+    settle().await;
+    assert!(!second.is_finished());
+    assert_eq!(depth(), Some(1.0));
+
+    // The queue is full: a third is turned away, and never counts as waiting.
+    let err = api.resource().await.expect_err("queue full");
+    assert_eq!(err.kind(), ErrorKind::BulkheadFull);
+    assert_eq!(depth(), Some(1.0));
+    assert_eq!(
+        m.counter(
+            "resilient_api_rejections_total",
+            &[EP, DEFAULT, ("policy", "bulkhead")]
+        ),
+        1
+    );
+
+    token.cancel();
+    let err = second.await.expect("joins").expect_err("cancelled");
+    assert_eq!(err.kind(), ErrorKind::Cancelled);
+    assert_eq!(depth(), Some(0.0));
+    assert_eq!(
+        m.counter(
+            "resilient_api_calls_total",
+            &[EP, DEFAULT, ("outcome", "cancelled")]
+        ),
+        1
+    );
+    assert_eq!(t.attempts(), 1, "only the first was sent");
+    assert_eq!(
+        m.gauge("resilient_api_in_flight", &[EP, DEFAULT]),
+        Some(1.0)
+    );
+
+    drop(first);
+    assert_eq!(
+        m.gauge("resilient_api_in_flight", &[EP, DEFAULT]),
+        Some(0.0)
+    );
+    assert_eq!(m.series("resilient_api_rejections_total"), 1);
+    assert_nothing_leaked(&t);
+}
