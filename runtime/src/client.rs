@@ -273,7 +273,15 @@ impl Handle {
         request: RequestBuilder,
     ) -> impl Future<Output = Result<D::Output, ApiError>> + Send + '_ {
         use futures_util::FutureExt;
-        crate::pipeline::execute(self, request, D::STREAMING).map(|raw| raw.and_then(D::decode))
+        crate::pipeline::execute(self, request, D::STREAMING).map(|raw| {
+            raw.and_then(|raw| {
+                let attempts = raw.attempts;
+                D::decode(raw).map_err(|mut e| {
+                    e.set_attempts(attempts);
+                    e
+                })
+            })
+        })
     }
 }
 

@@ -61,6 +61,7 @@ pub(crate) struct Answer {
     status: StatusCode,
     headers: HeaderMap,
     body: Bytes,
+    attempts: u32,
 }
 
 /// What makes two calls identical.
@@ -139,12 +140,16 @@ pub(crate) async fn join(
     drop(share);
     let spec = inner.endpoints[index].spec;
     match output {
-        Ok(answer) => Ok(RawResponse {
-            status: answer.status,
-            headers: answer.headers.clone(),
-            body: RawBody::Buffered(answer.body.clone()),
-            endpoint: spec.name,
-        }),
+        Ok(answer) => {
+            attempts.store(answer.attempts, Ordering::Relaxed);
+            Ok(RawResponse {
+                status: answer.status,
+                headers: answer.headers.clone(),
+                body: RawBody::Buffered(answer.body.clone()),
+                endpoint: spec.name,
+                attempts: answer.attempts,
+            })
+        }
         Err(e) => {
             attempts.store(e.attempts(), Ordering::Relaxed);
             Err(ApiError::shared_copy(e))
@@ -204,6 +209,7 @@ fn start(inner: Arc<ClientInner>, index: usize, prepared: Prepared) -> SharedCal
                     status: raw.status,
                     headers: raw.headers,
                     body,
+                    attempts: raw.attempts,
                 }))
             }
             Err(mut e) => {

@@ -25,7 +25,7 @@
 //! | --- | --- | --- | --- |
 //! | `resilient_api_requests_total` | counter | `endpoint`, `partition` | attempts sent (retries and hedges included) |
 //! | `resilient_api_retries_total` | counter | `endpoint`, `partition` | retries decided, each before its backoff |
-//! | `resilient_api_calls_total` | counter | `endpoint`, `partition`, `outcome` | calls ended, once each: `outcome` is `ok` or the error kind ([`ErrorKind::as_str`](crate::ErrorKind::as_str)) |
+//! | `resilient_api_calls_total` | counter | `endpoint`, `partition`, `outcome` | calls ended, once each: `outcome` is `ok` or the error kind ([`ErrorKind::as_str`](crate::ErrorKind::as_str)); `ok` means a response came back, so a body that then fails to decode is an `ok` call |
 //! | `resilient_api_call_duration_seconds` | histogram | `endpoint`, `partition` | a call's time from start to end, whatever its outcome |
 //! | `resilient_api_rejections_total` | counter | `endpoint`, `partition`, `policy` | calls ended by a policy's refusal, once each: `policy` is `circuit_breaker`, `bulkhead`, `rate_limit` or `retry_budget` (also counted in `calls_total`) |
 //! | `resilient_api_in_flight` | gauge | `endpoint`, `partition` | attempts sent and not yet ended: up by one at dispatch, down by one when the attempt ends in any way (answered, failed, timed out, lost a hedge race, dropped); a streamed response's attempt ends with its head |
@@ -264,7 +264,8 @@ pub(crate) mod metrics_impl {
             Phase::HalfOpen => 1.0,
             Phase::Open => 2.0,
         };
-        metrics::gauge!("resilient_api_breaker_state", "partition" => partition_tag(partition)).set(value);
+        metrics::gauge!("resilient_api_breaker_state", "partition" => partition_tag(partition))
+            .set(value);
     }
 
     #[cfg(test)]

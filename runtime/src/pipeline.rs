@@ -1027,6 +1027,7 @@ impl Call<'_> {
             headers,
             body: RawBody::Streaming(Box::new(stream)),
             endpoint: spec.name,
+            attempts: self.attempts.load(Ordering::Relaxed),
         }
     }
 
@@ -1072,6 +1073,7 @@ impl Call<'_> {
                 headers,
                 body: RawBody::Buffered(bytes.unwrap_or_default()),
                 endpoint: spec.name,
+                attempts: self.attempts.load(Ordering::Relaxed),
             }),
             Some(ReadError::TooLarge) => Err(Failure::fatal(too_large(self.limit()))),
             Some(ReadError::Transport(e)) => Err(self.cut_short(e)),

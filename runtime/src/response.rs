@@ -233,6 +233,8 @@ pub struct RawResponse {
     pub body: RawBody,
     /// The endpoint's name, for errors.
     pub endpoint: &'static str,
+    /// How many attempts the call made, for errors: a decoder's error is given it.
+    pub attempts: u32,
 }
 
 /// A body, read whole or still streaming.

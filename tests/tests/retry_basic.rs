@@ -26,6 +26,9 @@ pub trait Basic {
 
     #[get("/items/{id}")]
     async fn item(&self, id: &str) -> Result<String, ApiError>;
+
+    #[get("/document")]
+    async fn document(&self) -> Result<serde_json::Value, ApiError>;
 }
 
 #[tokio::test(start_paused = true)]
@@ -202,4 +205,22 @@ async fn shape_changing_path_values_are_invalid_requests_never_sent() {
     assert_eq!(api.item("a/..").await.unwrap(), "item");
     assert_eq!(t.requests()[0].url, "https://example.test/items/a%2F..");
     assert_follow_up_succeeds(&t, || api.resource()).await;
+}
+
+/// A decode error, found after the pipeline, still says how many attempts the call made.
+#[tokio::test(start_paused = true)]
+async fn a_decode_error_says_how_many_attempts_came_before_it() {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("busy"),
+        Step::status(200)
+            .header("content-type", "application/json")
+            .body("{not json"),
+    ]);
+    let api = scripted::<BasicClient>(&t);
+    let e = api.document().await.unwrap_err();
+    assert_eq!(
+        (e.kind(), e.attempts(), t.attempts()),
+        (ErrorKind::Decode, 2, 2)
+    );
+    assert_eq!(e.endpoint(), "document");
 }
