@@ -339,12 +339,13 @@ impl RequestBuilder {
     }
 
     /// A query parameter: a scalar under `name`, an `Option` (left out when `None`),
-    /// a sequence (repeated), or a `Serialize` struct (flattened, `name` unused).
+    /// a sequence (`name` repeated for each element: `ids=1&ids=2`), or a `Serialize`
+    /// struct (flattened, `name` unused; a sequence field repeats its own name).
     pub fn query<T: Serialize + ?Sized>(&mut self, name: &str, value: &T) -> &mut Self {
-        let pair = serde_urlencoded::to_string([(name, value)]);
+        let pair = serde_html_form::to_string([(name, value)]);
         let encoded = match pair {
             Ok(s) => Ok(s),
-            Err(_) => serde_urlencoded::to_string(value),
+            Err(_) => serde_html_form::to_string(value),
         };
         match encoded {
             Ok(s) if s.is_empty() => {}
@@ -398,7 +399,7 @@ impl RequestBuilder {
 
     /// A form body (`application/x-www-form-urlencoded`).
     pub fn form<T: Serialize + ?Sized>(&mut self, name: &str, value: &T) -> &mut Self {
-        match serde_urlencoded::to_string(value) {
+        match serde_html_form::to_string(value) {
             Ok(v) => self.set_body(Bytes::from(v), "application/x-www-form-urlencoded"),
             Err(_) => self.fail(name, "cannot be encoded as a form"),
         }

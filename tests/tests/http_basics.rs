@@ -74,6 +74,13 @@ trait Basics {
     #[get("/list")]
     async fn list(&self, #[query] filter: &Filter) -> Result<String, ApiError>;
 
+    #[get("/many")]
+    async fn many(
+        &self,
+        #[query] ids: &[u32],
+        #[query] tags: Vec<&str>,
+    ) -> Result<String, ApiError>;
+
     #[get("/user")]
     async fn json_user(&self) -> Result<User, ApiError>;
 
@@ -340,6 +347,28 @@ async fn none_query_parameter_is_left_out() {
     assert_eq!(reqs.len(), 2);
     assert_eq!(reqs[0].url.query(), Some("q=rust+lang"));
     assert_eq!(reqs[1].url.query(), Some("q=rust+lang&page=2"));
+}
+
+#[tokio::test]
+async fn sequence_query_parameter_repeats_its_name() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/many"))
+        .respond_with(ResponseTemplate::new(200).set_body_string("ok"))
+        .mount(&server)
+        .await;
+    let api = client(&server.uri());
+
+    api.many(&[1, 2, 3], vec!["a b", "&"]).await.unwrap();
+    api.many(&[], vec![]).await.unwrap();
+
+    let reqs = received(&server).await;
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(
+        reqs[0].url.query(),
+        Some("ids=1&ids=2&ids=3&tags=a+b&tags=%26")
+    );
+    assert_eq!(reqs[1].url.query(), None, "an empty sequence adds nothing");
 }
 
 #[tokio::test]
