@@ -79,6 +79,14 @@ impl Param {
             None => None,
         }
     }
+
+    /// `#[header("Idempotency-Key")]`: the caller brings the call's idempotency key.
+    pub fn is_caller_key(&self) -> bool {
+        self.roles.iter().any(|r| {
+            matches!(&r.kind, RoleKind::Header { name: Some(n), .. }
+                if n.value().eq_ignore_ascii_case("idempotency-key"))
+        })
+    }
 }
 
 /// What a successful call decodes into, by the syntax of `T` in `Result<T, _>`.
@@ -97,6 +105,8 @@ pub struct Ret {
     pub ty: Option<Type>,
     /// `T` of `Result<T, E>` and how to decode it, if the type has that shape.
     pub ok: Option<(Type, Decoder)>,
+    /// `E` of `Result<T, E>`: must be `ApiError`, the error every call fails with.
+    pub err: Option<Type>,
 }
 
 /// A path template split into literal text and parameters.
@@ -127,11 +137,25 @@ impl Template {
                 "path template `{value}` must start with `/`, such as `\"/users/{{id}}\"`"
             ));
         }
-        if value.contains(['?', '#']) {
+        if value.contains('\\') {
             problems.push(format!(
-                "path template `{value}` cannot hold a query or fragment: use a `#[query]` parameter"
+                "path template `{value}` cannot hold `\\`: URL parsers read it as `/`"
             ));
         }
+        // `..` would climb out of the base URL's path (`"/../admin"`), and the URL parser
+        // resolves the percent-encoded forms too.
+        if let Some(dots) = value.split('/').find(|seg| {
+            matches!(
+                seg.to_ascii_lowercase().as_str(),
+                "." | ".." | "%2e" | ".%2e" | "%2e." | "%2e%2e"
+            )
+        }) {
+            problems.push(format!(
+                "path template `{value}` cannot hold a `{dots}` segment: the URL parser resolves `.` and `..`, and `..` climbs out of the base URL's path"
+            ));
+        }
+        // `?` or `#` outside the braces (`{r#type}` names a parameter).
+        let mut query_or_fragment = false;
         let mut text = String::new();
         let mut rest = value.as_str();
         while let Some(c) = rest.chars().next() {
@@ -150,13 +174,20 @@ impl Template {
                         ));
                         break;
                     }
-                    if syn::parse_str::<Ident>(name).is_err()
-                        && syn::parse_str::<Ident>(&format!("r#{name}")).is_err()
-                    {
+                    // Exactly an identifier (`syn` alone would skip spaces and comments);
+                    // `{type}` and `{r#type}` both name the parameter `r#type`.
+                    let bare = name.strip_prefix("r#").unwrap_or(name);
+                    let is_ident = |s: &str| syn::parse_str::<Ident>(s).is_ok_and(|i| i == s);
+                    if name.trim() != name && !name.trim().is_empty() {
+                        problems.push(format!(
+                            "`{{{name}}}` in path template `{value}` has spaces: write `{{{}}}`",
+                            name.trim()
+                        ));
+                    } else if !is_ident(bare) && !is_ident(&format!("r#{bare}")) {
                         problems.push(format!(
                             "`{{{name}}}` in path template `{value}` must name a parameter, such as `{{id}}`"
                         ));
-                    } else if names.iter().any(|n| n == name) {
+                    } else if names.iter().any(|n| n == bare) {
                         problems.push(format!(
                             "`{{{name}}}` appears twice in path template `{value}`"
                         ));
@@ -165,7 +196,7 @@ impl Template {
                             parts.push(Part::Lit(std::mem::take(&mut text)));
                         }
                         parts.push(Part::Param(names.len()));
-                        names.push(name.to_owned());
+                        names.push(bare.to_owned());
                     }
                     rest = &rest[end + 1..];
                 }
@@ -176,10 +207,16 @@ impl Template {
                     break;
                 }
                 _ => {
+                    query_or_fragment |= matches!(c, '?' | '#');
                     text.push(c);
                     rest = &rest[c.len_utf8()..];
                 }
             }
+        }
+        if query_or_fragment {
+            problems.push(format!(
+                "path template `{value}` cannot hold a query or fragment: use a `#[query]` parameter"
+            ));
         }
         if !text.is_empty() {
             parts.push(Part::Lit(text));
@@ -319,9 +356,15 @@ impl Api {
             Some(path) => quote!(#path),
             None => quote!(::resilient_api),
         };
-        let client = attrs.client.clone().unwrap_or_else(|| {
-            Ident::new(&format!("{}Client", item.ident.unraw()), item.ident.span())
-        });
+        // A client named like the trait is refused in `valid.rs`; the model keeps the
+        // default name so that the fallback's stub client does not clash with the trait.
+        let client = attrs
+            .client
+            .clone()
+            .filter(|c| c.unraw() != item.ident.unraw())
+            .unwrap_or_else(|| {
+                Ident::new(&format!("{}Client", item.ident.unraw()), item.ident.span())
+            });
         let mut endpoints = Vec::new();
         let mut others = Vec::new();
         for trait_item in &mut item.items {
@@ -407,12 +450,9 @@ impl Endpoint {
         let verb = attrs.verbs.first().map(|v| v.verb);
         let mut policy = Effective::merge(&method.sig.ident, verb, defaults, &attrs);
         // A caller-supplied `Idempotency-Key` header makes the call safe to repeat, as a
-        // generated key does: every attempt sends the caller's one value.
-        let caller_key = params.iter().flat_map(|p| &p.roles).any(|r| {
-            matches!(&r.kind, RoleKind::Header { name: Some(n), .. }
-                if n.value().eq_ignore_ascii_case("idempotency-key"))
-        });
-        policy.idempotent |= caller_key;
+        // generated key does: every attempt sends the caller's one value. An optional
+        // key (`Option<_>`) would let a call without one be retried: `valid.rs` refuses it.
+        policy.idempotent |= params.iter().any(Param::is_caller_key);
         Endpoint {
             ident: method.sig.ident.clone(),
             sig: method.sig.clone(),
@@ -520,16 +560,28 @@ impl Decoder {
 impl Ret {
     fn from_syn(output: &ReturnType) -> Ret {
         let ty = match output {
-            ReturnType::Default => return Ret { ty: None, ok: None },
+            ReturnType::Default => {
+                return Ret {
+                    ty: None,
+                    ok: None,
+                    err: None,
+                };
+            }
             ReturnType::Type(_, ty) => (**ty).clone(),
         };
-        let ok = last_segment(&ty)
+        let (ok, err) = match last_segment(&ty)
             .filter(|seg| seg.ident == "Result")
-            .and_then(|seg| match type_args(seg).as_slice() {
-                [ok, _err] => Some(((*ok).clone(), Decoder::of(ok))),
-                _ => None,
-            });
-        Ret { ty: Some(ty), ok }
+            .map(type_args)
+            .as_deref()
+        {
+            Some([ok, err]) => (Some(((*ok).clone(), Decoder::of(ok))), Some((*err).clone())),
+            _ => (None, None),
+        };
+        Ret {
+            ty: Some(ty),
+            ok,
+            err,
+        }
     }
 }
 
@@ -582,8 +634,29 @@ mod tests {
             "/a/{id}/{id}",
             "/a?x=1",
             "/a/{{id}}",
+            "/a/{ id }",
+            "/a/{id/**/}",
+            "/../admin/{id}",
+            "/a/./b",
+            "/a/%2E%2e/b",
+            "/a\\b",
         ] {
             assert!(!template(bad).problems.is_empty(), "{bad}");
         }
+    }
+
+    #[test]
+    fn template_raw_names_are_stored_bare() {
+        for (t, name) in [("/t/{r#type}", "type"), ("/t/{type}", "type")] {
+            let t = template(t);
+            assert!(t.problems.is_empty(), "{:?}", t.problems);
+            assert_eq!(t.names, [name]);
+        }
+    }
+
+    #[test]
+    fn template_dots_inside_a_segment_are_text() {
+        let t = template("/v1.2/files/{name}.tar.gz/..x");
+        assert!(t.problems.is_empty(), "{:?}", t.problems);
     }
 }

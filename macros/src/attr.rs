@@ -140,6 +140,9 @@ pub struct TraitAttrs {
     pub krate: Option<syn::Path>,
     pub headers: Vec<(LitStr, LitStr)>,
     pub policy: PolicyAttrs,
+    /// A syntax error stopped parsing: the keys after it are unknown, so the rules
+    /// about a missing default (an attempt timeout, a rate) are not checked.
+    pub incomplete: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -396,6 +399,9 @@ trait Keys: Default {
     /// `max = 3`: shown when the list itself is missing.
     const EXAMPLE: &'static str;
     fn key(&mut self, list: &mut List<'_>, meta: ParseNestedMeta<'_>) -> syn::Result<()>;
+    /// A syntax error stopped parsing the list (already reported): the keys after it
+    /// are unknown.
+    fn cut_short(&mut self) {}
 }
 
 impl Keys for TimeoutAttr {
@@ -410,6 +416,10 @@ impl Keys for TimeoutAttr {
         } else {
             l.unknown(&meta, TIMEOUT_KEYS)
         }
+    }
+    fn cut_short(&mut self) {
+        // `attempt` may be among the lost keys: "no attempt timeout" could be false.
+        self.attempt_written = true;
     }
 }
 
@@ -526,6 +536,7 @@ fn nested_keys<T: Keys>(cx: &Ctxt, meta: &ParseNestedMeta<'_>) -> syn::Result<T>
         let mut list = List::new(cx, Level::Trait, format!("{}(...)", T::NAME));
         if let Err(err) = meta.parse_nested_meta(|m| out.key(&mut list, m)) {
             cx.syn_error(err);
+            out.cut_short();
         }
     } else {
         let msg = format!("expected a list: `{}({})`", T::NAME, T::EXAMPLE);
@@ -542,6 +553,7 @@ fn attr_keys<T: Keys>(cx: &Ctxt, attr: &Attribute) -> T {
         let mut list = List::new(cx, Level::Method, format!("#[{}(...)]", T::NAME));
         if let Err(err) = attr.parse_nested_meta(|m| out.key(&mut list, m)) {
             cx.syn_error(err);
+            out.cut_short();
         }
     } else {
         let msg = format!("expected a list: `#[{}({})]`", T::NAME, T::EXAMPLE);
@@ -741,6 +753,7 @@ pub fn trait_attrs(cx: &Ctxt, args: TokenStream) -> TraitAttrs {
     });
     if let Err(err) = parser.parse2(args) {
         cx.syn_error(err);
+        attrs.incomplete = true;
     }
     attrs
 }

@@ -86,6 +86,11 @@ fn user_trait(api: &Api, with_docs: bool) -> ItemTrait {
         if method.sig.asyncness.is_some() {
             method.sig = future_sig(&method.sig);
         }
+        // A default body on an endpoint is an error (reported in `valid.rs`); kept, it
+        // would add "not a future" on the `-> impl Future` signature.
+        if method.default.take().is_some() {
+            method.semi_token = Some(Default::default());
+        }
         // A trait method without a body takes names, not patterns.
         for arg in &mut method.sig.inputs {
             if let FnArg::Typed(pt) = arg {
@@ -143,6 +148,10 @@ fn static_ident(api: &Api, endpoint: Option<&Ident>) -> Ident {
     }
 }
 
+/// The client's inherent methods, written by [`client_struct`]: an endpoint of one of
+/// these names would be shadowed (`valid.rs` refuses it).
+pub const CLIENT_METHODS: [&str; 3] = ["builder", "with_options", "circuit_state"];
+
 fn client_struct(api: &Api, docs: &[String]) -> TokenStream {
     let ra = &api.krate;
     let vis = &api.item.vis;
@@ -150,6 +159,39 @@ fn client_struct(api: &Api, docs: &[String]) -> TokenStream {
     let docs = docs.iter().map(|d| doc(d));
     let allow = allow_lints();
     let example = format!("```text\nlet api = {client}::builder().build()?;\n```");
+    let methods = [
+        quote! {
+            /// Start building a client: base URL, transport, client-wide headers and
+            /// secrets, default breaker and bulkhead, observability.
+            ///
+            #[doc = #example]
+            pub fn builder() -> #ra::ClientBuilder<Self> {
+                #ra::ClientBuilder::new()
+            }
+        },
+        quote! {
+            /// The same client (shared engine, pools, breakers and bulkheads) with
+            /// per-call options, such as a shorter deadline or a cancellation token.
+            pub fn with_options(&self, options: #ra::CallOptions) -> Self {
+                Self {
+                    __handle: self.__handle.with_options(options),
+                }
+            }
+        },
+        quote! {
+            /// State of the default partition's circuit breaker.
+            pub fn circuit_state(&self) -> #ra::circuit_breaker::state::CircuitState {
+                self.__handle.circuit_state()
+            }
+        },
+    ];
+    // In the fallback, an endpoint named like one of them (the error) keeps its stub,
+    // so a call to it does not add a second error about the inherent method.
+    let methods = CLIENT_METHODS
+        .iter()
+        .zip(methods)
+        .filter(|(name, _)| !api.endpoints.iter().any(|e| e.ident.unraw() == **name))
+        .map(|(_, method)| method);
     quote! {
         #(#docs)*
         #[derive(::core::clone::Clone, ::core::fmt::Debug)]
@@ -160,26 +202,7 @@ fn client_struct(api: &Api, docs: &[String]) -> TokenStream {
 
         #allow
         impl #client {
-            /// Start building a client: base URL, transport, client-wide headers and
-            /// secrets, default breaker and bulkhead, observability.
-            ///
-            #[doc = #example]
-            pub fn builder() -> #ra::ClientBuilder<Self> {
-                #ra::ClientBuilder::new()
-            }
-
-            /// The same client (shared engine, pools, breakers and bulkheads) with
-            /// per-call options, such as a shorter deadline or a cancellation token.
-            pub fn with_options(&self, options: #ra::CallOptions) -> Self {
-                Self {
-                    __handle: self.__handle.with_options(options),
-                }
-            }
-
-            /// State of the default partition's circuit breaker.
-            pub fn circuit_state(&self) -> #ra::circuit_breaker::state::CircuitState {
-                self.__handle.circuit_state()
-            }
+            #(#methods)*
         }
     }
 }
@@ -685,6 +708,22 @@ mod tests {
 
     fn errors(out: &str) -> usize {
         out.matches("compile_error").count()
+    }
+
+    #[test]
+    fn client_methods_lists_every_inherent_method() {
+        let out = run(
+            quote!(timeout(attempt = "3s")),
+            quote!(
+                pub trait Users {}
+            ),
+        );
+        let found: Vec<&str> = out
+            .split("pub fn ")
+            .skip(1)
+            .filter_map(|rest| rest.split([' ', '(']).next())
+            .collect();
+        assert_eq!(found, super::CLIENT_METHODS);
     }
 
     #[test]

@@ -117,15 +117,20 @@ use proc_macro::TokenStream;
 ///
 /// # Checked at compile time
 ///
-/// Every `{name}` has a parameter and every parameter a role; every method has an
-/// attempt timeout (or says `"none"`); `attempt <= total`; caps at least their bases;
-/// counts and ratios in range; on a POST or PATCH that is neither `#[idempotent]` nor
-/// keyed, a method-level `retry(on = ...)` or `#[hedge]` is an error (the request may
-/// already have run; trait-level retries apply there to never-sent failures only); a
-/// `#[body(stream)]` method cannot retry (give it `#[retry(max = 0)]` when the trait
-/// retries), hedge or coalesce; unknown or repeated keys, literals of the wrong kind,
-/// methods that are not `async`, take `self` by value or are generic, and return types
-/// that are not `Result<T, ApiError>`. All mistakes are reported in one build.
+/// Every `{name}` has a parameter and every parameter a role; a path template holds no
+/// `.` or `..` segment and no `\`; every method has an attempt timeout (or says
+/// `"none"`); `attempt <= total`; caps at least their bases; counts and ratios in
+/// range; `retry(on = ...)` lists error statuses (`400..=599`); on a POST or PATCH that
+/// is neither `#[idempotent]` nor keyed, a method-level `retry(on = ...)` or `#[hedge]`
+/// is an error (the request may already have run; trait-level retries apply there to
+/// never-sent failures only); a caller's `#[header("Idempotency-Key")]` that makes such
+/// a method retryable cannot be an `Option`; a `#[body(stream)]` method cannot retry
+/// (give it `#[retry(max = 0)]` when the trait retries), hedge or coalesce; the client
+/// cannot be named like the trait, nor an endpoint like the client's own methods
+/// (`builder`, `with_options`, `circuit_state`); unknown or repeated keys, literals of
+/// the wrong kind, methods that are not `async`, take `self` by value or are generic,
+/// and return types that are not `Result<T, ApiError>`. All mistakes are reported in
+/// one build.
 ///
 /// # Equivalent code
 ///

@@ -3,29 +3,36 @@
 
 use proc_macro2::Span;
 use syn::GenericParam;
+use syn::ext::IdentExt;
 
-use crate::ast::{Api, Endpoint, Receiver};
+use crate::ast::{self, Api, Endpoint, Receiver};
 use crate::attr::{
     BackoffKind, BreakerAttr, BulkheadAttr, Group, HedgeAttr, Level, Limit, PolicyAttrs,
     RateLimitAttr, RetryAttr, RoleKind, Sp, TimeoutAttr,
 };
 use crate::ctxt::Ctxt;
+use crate::expand;
 use crate::policy::{self, fmt_ms};
 
 pub fn check(cx: &Ctxt, api: &Api) {
     check_trait(cx, api);
     for endpoint in &api.endpoints {
-        check_endpoint(cx, endpoint);
+        check_endpoint(cx, api, endpoint);
     }
     check_partitions(cx, api);
 }
 
 fn check_trait(cx: &Ctxt, api: &Api) {
     let item = &api.item;
-    if !item.generics.params.is_empty() || item.generics.where_clause.is_some() {
+    if !item.generics.params.is_empty() {
         cx.error_spanned_by(
             &item.generics,
             "generic traits are not supported by `#[resilient_api]`: the client implements the trait once",
+        );
+    } else if let Some(w) = &item.generics.where_clause {
+        cx.error_spanned_by(
+            w,
+            "`where` clauses on a `#[resilient_api]` trait are not supported",
         );
     }
     if let Some(unsafety) = &item.unsafety {
@@ -41,6 +48,16 @@ fn check_trait(cx: &Ctxt, api: &Api) {
         );
     }
     let attrs = &api.attrs;
+    if let Some(client) = &attrs.client
+        && client.unraw() == item.ident.unraw()
+    {
+        cx.error_spanned_by(
+            client,
+            format!(
+                "the client cannot be named `{client}`, like the trait it implements: choose another name, such as `\"{client}Client\"` (the default)"
+            ),
+        );
+    }
     if let Some(url) = &attrs.base_url {
         let value = url.value();
         let rest = value
@@ -308,9 +325,20 @@ pub fn header_name(name: &str) -> Result<(), String> {
     }
 }
 
-fn check_endpoint(cx: &Ctxt, e: &Endpoint) {
+fn check_endpoint(cx: &Ctxt, api: &Api, e: &Endpoint) {
     let name = &e.ident;
     let sig = &e.sig;
+
+    // `client.circuit_state()` would call the client's own method, not the endpoint.
+    if expand::CLIENT_METHODS.iter().any(|m| name.unraw() == m) {
+        cx.error_spanned_by(
+            name,
+            format!(
+                "an endpoint cannot be named `{name}`: `{}::{name}` is a method of the generated client itself and would shadow it; choose another name (the path does not depend on it)",
+                api.client
+            ),
+        );
+    }
 
     // The verb and the path.
     match e.attrs.verbs.as_slice() {
@@ -401,10 +429,18 @@ fn check_endpoint(cx: &Ctxt, e: &Endpoint) {
         ),
         _ => {}
     }
+    if let Some(err) = &e.ret.err
+        && !ast::is_named(err, "ApiError")
+    {
+        cx.error_spanned_by(
+            err,
+            "expected `ApiError`: every call fails with `resilient_api::ApiError`, so endpoints return `Result<T, ApiError>`",
+        );
+    }
 
     check_params(cx, e);
     check_policy(cx, &e.attrs.policy, Level::Method);
-    check_effective(cx, e);
+    check_effective(cx, e, !api.attrs.incomplete);
 }
 
 fn role_name(kind: &RoleKind) -> &'static str {
@@ -474,6 +510,20 @@ fn check_params(cx: &Ctxt, e: &Endpoint) {
                     if let Err(why) = header_name(&header.value()) {
                         cx.error_spanned_by(header, why);
                     }
+                    // The caller's key is what makes this method retryable.
+                    let keyed_otherwise = e.verb().is_none_or(|v| v.is_idempotent())
+                        || e.attrs.idempotent.is_some()
+                        || e.attrs.idempotency_key.is_some();
+                    if p.is_caller_key() && ast::is_named(&p.ty, "Option") && !keyed_otherwise {
+                        cx.error_spanned_by(
+                            &p.ty,
+                            format!(
+                                "the `{}` header makes this {} method retryable, but it is optional: a call without the key would be retried without one; make it required, or mark the method `#[idempotent]` if repeating it is safe",
+                                header.value(),
+                                e.verb().map_or("", |v| v.as_str())
+                            ),
+                        );
+                    }
                 }
                 RoleKind::Query { name: Some(q), .. } if q.value().is_empty() => {
                     cx.error_spanned_by(q, "a query parameter's name cannot be empty");
@@ -510,10 +560,12 @@ const WHY_IDEMPOTENT: &str =
 
 /// Rules over the merged policy. A value from the trait and one from the method can
 /// clash only here; a clash wholly within the trait was reported at the trait.
-fn check_effective(cx: &Ctxt, e: &Endpoint) {
+/// `defaults_known`: the trait's attribute parsed to its end (otherwise a default the
+/// method lacks may be among the keys lost to the syntax error).
+fn check_effective(cx: &Ctxt, e: &Endpoint, defaults_known: bool) {
     let p = &e.policy;
     let name = &e.ident;
-    if !p.attempt_written {
+    if !p.attempt_written && defaults_known {
         cx.error_spanned_by(
             name,
             format!(
@@ -619,6 +671,7 @@ fn check_effective(cx: &Ctxt, e: &Endpoint) {
     if let Some(Group { span, .. }) = &e.attrs.policy.rate_limit
         && let Some(r) = &p.rate_limit
         && r.per_second.is_none()
+        && defaults_known
     {
         cx.error_at(
             *span,

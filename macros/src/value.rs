@@ -171,11 +171,17 @@ pub fn statuses(cx: &Ctxt, level: Level, expr: &Expr) -> Option<Sp<Vec<Sp<u16>>>
             Expr::Lit(ExprLit {
                 lit: Lit::Int(i), ..
             }) => match i.base10_parse::<u16>() {
-                Ok(code) if (100..=599).contains(&code) => codes.push(Sp {
+                Ok(code) if (400..=599).contains(&code) => codes.push(Sp {
                     value: code,
                     span: i.span(),
                     level,
                 }),
+                Ok(code) if (100..=399).contains(&code) => cx.error_spanned_by(
+                    i,
+                    format!(
+                        "`{code}` is not an error status: only statuses in `400..=599` can be retried"
+                    ),
+                ),
                 _ => cx.error_spanned_by(i, "expected an HTTP status code in `100..=599`"),
             },
             _ => wrong_kind(cx, elem, "an HTTP status code such as `503`"),

@@ -1,0 +1,11 @@
+use resilient_api::{ApiError, resilient_api};
+
+#[resilient_api(timeout(attempt = "3s"))]
+pub trait Users {
+    #[get("/users/{id}")]
+    async fn user(&self, id: u64) -> Result<String, ApiError> {
+        Ok(id.to_string())
+    }
+}
+
+fn main() {}

@@ -1,0 +1,12 @@
+use resilient_api::{ApiError, resilient_api};
+
+#[resilient_api(timeout(attempt = "3s"))]
+pub trait Users
+where
+    Self: Send,
+{
+    #[get("/users/{id}")]
+    async fn user(&self, id: u64) -> Result<String, ApiError>;
+}
+
+fn main() {}
