@@ -1,28 +1,17 @@
-//! Allocations per call, counted by the global allocator.
-//!
-//! The bench binary's allocator is `alloc_tracker`'s wrapper around `System`, which
-//! counts every allocation (reallocations included) in counters of the allocating
-//! thread's own: no cache line is shared between threads, so the engine section's two
-//! workers do not contend on the bench's own counting. (An allocator with one shared
-//! counter, `stats_alloc`, was used before: with it, two plain threads decoding JSON
-//! ran at 0.8 to 1.2 times one thread's rate, against 1.9 to 2.0 without it.)
+//! Allocations per call, counted by the global allocator ([`crate::counting`]), which
+//! counts only while this section asks it to.
 //!
 //! Calls run one after another on a current-thread runtime, after a warm-up, and the
 //! count, over the whole process, is averaged over many calls; rounds alternate between
 //! contenders and medians are reported.
 
-use std::alloc::System;
 use std::hint::black_box;
 use std::sync::Arc;
 
-use alloc_tracker::{Allocator, Session};
-
+use crate::counting::allocations_during;
 use crate::loopback::{CONTENDERS, Clients, Contender};
 use crate::server::Server;
 use crate::{BoxError, Row, Scale, median};
-
-#[global_allocator]
-static GLOBAL: Allocator<System> = Allocator::system();
 
 /// Allocations per call of `f`, averaged over `n` calls made one after another.
 pub fn per_call<F: Future<Output = Result<(), BoxError>>>(
@@ -30,22 +19,16 @@ pub fn per_call<F: Future<Output = Result<(), BoxError>>>(
     n: usize,
     mut f: impl FnMut() -> F,
 ) -> Result<f64, BoxError> {
-    let session = Session::new().no_stdout().no_file();
-    let operation = session.operation("call");
-    rt.block_on(async {
-        let _span = operation.measure_process().iterations(n as u64);
-        for _ in 0..n {
-            f().await?;
-        }
-        Ok::<_, BoxError>(())
-    })?;
-    drop(operation);
-    let report = session.to_report();
-    let (_, call) = report
-        .operations()
-        .next()
-        .ok_or("no allocations were measured")?;
-    Ok(call.total_allocations_count() as f64 / call.total_iterations().max(1) as f64)
+    let (count, result) = allocations_during(|| {
+        rt.block_on(async {
+            for _ in 0..n {
+                f().await?;
+            }
+            Ok::<_, BoxError>(())
+        })
+    });
+    result?;
+    Ok(count as f64 / n as f64)
 }
 
 /// Section 3, over loopback: the generated client minus raw reqwest, same request.

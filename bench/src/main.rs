@@ -15,6 +15,7 @@
 #![allow(clippy::print_stdout)]
 
 mod alloc;
+mod counting;
 mod engine;
 mod herd;
 mod loopback;
