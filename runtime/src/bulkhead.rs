@@ -37,10 +37,9 @@
 //! ```
 
 use std::fmt;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Semaphore, SemaphorePermit};
 
 /// How many attempts may run at once, and how many callers may wait for a slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,9 +94,11 @@ impl std::error::Error for BulkheadRejection {}
 ///
 /// `Send + Sync`; share it with an `Arc`.
 pub struct Bulkhead {
-    /// FIFO; a dropped `acquire_owned` future unlinks itself in O(1) and hands back
-    /// any permit it was granted but never saw.
-    slots: Arc<Semaphore>,
+    /// FIFO; a dropped `acquire` future unlinks itself in O(1) and hands back any
+    /// permit it was granted but never saw. Not behind an `Arc`: a permit borrows it,
+    /// so taking and giving back a slot writes no reference count that every call
+    /// on every thread would share.
+    slots: Semaphore,
     /// Callers currently waiting in `slots`' queue (never more than `config.queue`).
     queued: AtomicU32,
     /// Effective configuration (concurrency already clamped).
@@ -115,7 +116,7 @@ impl Bulkhead {
         let max = u32::try_from(Semaphore::MAX_PERMITS).unwrap_or(u32::MAX);
         let concurrency = config.concurrency.clamp(1, max);
         Bulkhead {
-            slots: Arc::new(Semaphore::new(concurrency as usize)),
+            slots: Semaphore::new(concurrency as usize),
             queued: AtomicU32::new(0),
             config: BulkheadConfig {
                 concurrency,
@@ -145,7 +146,7 @@ impl Bulkhead {
     /// assert_eq!(bulkhead.queued(), 0);
     /// # drop(held); });
     /// ```
-    pub async fn acquire(&self) -> Result<BulkheadPermit, BulkheadRejection> {
+    pub async fn acquire(&self) -> Result<BulkheadPermit<'_>, BulkheadRejection> {
         if let Some(permit) = self.try_now() {
             return Ok(permit);
         }
@@ -153,7 +154,7 @@ impl Bulkhead {
             // A slot may have been freed since the first look; never reject then.
             return self.try_now().ok_or(BulkheadRejection::QueueFull);
         };
-        let acquired = Arc::clone(&self.slots).acquire_owned().await;
+        let acquired = self.slots.acquire().await;
         drop(place);
         match acquired {
             Ok(permit) => Ok(BulkheadPermit { _permit: permit }),
@@ -180,11 +181,11 @@ impl Bulkhead {
     }
 
     /// A permit if one is free now, never queueing.
-    pub(crate) fn try_now(&self) -> Option<BulkheadPermit> {
+    pub(crate) fn try_now(&self) -> Option<BulkheadPermit<'_>> {
         // `try_acquire` cannot overtake the queue: released permits go to waiters
         // first and only reach the free count when nobody waits.
-        Arc::clone(&self.slots)
-            .try_acquire_owned()
+        self.slots
+            .try_acquire()
             .ok()
             .map(|permit| BulkheadPermit { _permit: permit })
     }
@@ -227,8 +228,8 @@ impl Drop for QueuePlace<'_> {
 /// A slot in a [`Bulkhead`], released when dropped.
 #[derive(Debug)]
 #[must_use = "the slot is released as soon as the permit is dropped"]
-pub struct BulkheadPermit {
-    _permit: OwnedSemaphorePermit,
+pub struct BulkheadPermit<'a> {
+    _permit: SemaphorePermit<'a>,
 }
 
 #[cfg(test)]
@@ -237,14 +238,15 @@ mod tests {
     use super::*;
     use std::future::Future;
     use std::pin::Pin;
+    use std::sync::Arc;
     use std::task::{Context, Poll, Waker};
     use std::time::Duration;
     use tokio::time::{Instant, sleep, sleep_until};
 
     type Waiting<'a> =
-        Pin<Box<dyn Future<Output = Result<BulkheadPermit, BulkheadRejection>> + 'a>>;
+        Pin<Box<dyn Future<Output = Result<BulkheadPermit<'a>, BulkheadRejection>> + 'a>>;
 
-    fn poll_once<'a>(fut: &mut Waiting<'a>) -> Poll<Result<BulkheadPermit, BulkheadRejection>> {
+    fn poll_once<'a>(fut: &mut Waiting<'a>) -> Poll<Result<BulkheadPermit<'a>, BulkheadRejection>> {
         fut.as_mut().poll(&mut Context::from_waker(Waker::noop()))
     }
 
@@ -253,7 +255,7 @@ mod tests {
         fn check<T: Send + Sync + fmt::Debug>() {}
         fn send<T: Send + fmt::Debug>() {}
         check::<Bulkhead>();
-        send::<BulkheadPermit>();
+        send::<BulkheadPermit<'static>>();
         fn future_is_send(b: &Bulkhead) -> impl Send + '_ {
             b.acquire()
         }
