@@ -78,18 +78,17 @@ async fn s21_circuit_local_cancel() {
     assert_eq!(api.circuit_state().phase, Phase::Closed);
 }
 
-/// The scenario as written: a 1-failure breaker, and a cancel in the middle of a
-/// backoff. The attempt before the backoff answered 429, so the breaker has counted
-/// nothing; after the cancel it must still have counted nothing.
-#[tokio::test(start_paused = true)]
-async fn s21_circuit_local_cancel_during_backoff_one_failure_breaker() {
-    let t = ScriptedTransport::new([Step::status(429).body("slow down")]);
+/// Makes a call with `call`, whose first attempt has failed into a 100 ms backoff, and
+/// cancels it at t=20: it settles at once, cancelled, and nothing is dispatched then or
+/// later (when the backoff would have ended).
+async fn cancel_in_backoff<F, Fut>(t: &ScriptedTransport, call: F)
+where
+    F: FnOnce(CallOptions) -> Fut,
+    Fut: Future<Output = Result<String, ApiError>> + Send + 'static,
+{
     let clock = Clock::start();
-    let api = scripted::<ThrottledClient>(&t);
-
     let token = CancellationToken::new();
-    let cancellable = api.with_options(CallOptions::new().cancel_on(token.clone()));
-    let call = spawn_timed(clock, async move { cancellable.resource().await });
+    let call = spawn_timed(clock, call(CallOptions::new().cancel_on(token.clone())));
     settle().await;
     assert_eq!((t.attempts(), t.in_flight()), (1, 0), "in the backoff");
 
@@ -98,8 +97,25 @@ async fn s21_circuit_local_cancel_during_backoff_one_failure_breaker() {
     settle().await;
     assert!(call.is_finished(), "settles in the same tick");
     let (res, at) = call.await.unwrap();
-    assert_eq!(res.unwrap_err().kind(), ErrorKind::Cancelled);
-    assert_eq!(at, 20);
+    assert_eq!((res.unwrap_err().kind(), at), (ErrorKind::Cancelled, 20));
+
+    tokio::time::sleep(ms(500)).await;
+    assert_eq!(t.dispatch_times(), vec![ms(0)]);
+    assert_eq!(t.open_bodies(), 0);
+}
+
+/// The scenario as written: a 1-failure breaker, and a cancel in the middle of a
+/// backoff. The attempt before the backoff answered 429, so the breaker has counted
+/// nothing; after the cancel it must still have counted nothing.
+#[tokio::test(start_paused = true)]
+async fn s21_circuit_local_cancel_during_backoff_one_failure_breaker() {
+    let t = ScriptedTransport::new([Step::status(429).body("slow down")]);
+    let api = scripted::<ThrottledClient>(&t);
+    let caller = api.clone();
+    cancel_in_backoff(&t, move |options| async move {
+        caller.with_options(options).resource().await
+    })
+    .await;
 
     let state = api.circuit_state();
     assert_eq!(
@@ -107,11 +123,6 @@ async fn s21_circuit_local_cancel_during_backoff_one_failure_breaker() {
         (Phase::Closed, 0, 0),
         "a cancel during a backoff is not a failure"
     );
-
-    // The backoff would have ended at t=100: nothing is dispatched, then or later.
-    tokio::time::sleep(ms(500)).await;
-    assert_eq!(t.dispatch_times(), vec![ms(0)]);
-    assert_eq!(t.open_bodies(), 0);
     script_follow_up(&t);
     assert_eq!(api.resource().await.unwrap(), "ok");
     assert_eq!(api.circuit_state().phase, Phase::Closed);
@@ -122,41 +133,19 @@ async fn s21_circuit_local_cancel_during_backoff_one_failure_breaker() {
 #[tokio::test(start_paused = true)]
 async fn s21_circuit_local_cancel_during_backoff() {
     let t = ScriptedTransport::new([Step::status(503).body("busy")]);
-    let clock = Clock::start();
     let api = scripted::<BackoffClient>(&t);
-
-    let token = CancellationToken::new();
-    let cancellable = api.with_options(CallOptions::new().cancel_on(token.clone()));
-    let call = spawn_timed(clock, async move { cancellable.resource().await });
-    settle().await;
-    assert_eq!(t.attempts(), 1);
-    let state = api.circuit_state();
-    assert_eq!(
-        (state.phase, state.consecutive_failures),
-        (Phase::Closed, 1),
-        "the 503 counts"
-    );
-
-    // Cancelled at t=20, in the middle of the 100 ms backoff.
-    tokio::time::sleep(ms(20)).await;
-    token.cancel();
-    settle().await;
-    assert!(call.is_finished(), "settles in the same tick");
-    let (res, at) = call.await.unwrap();
-    assert_eq!(res.unwrap_err().kind(), ErrorKind::Cancelled);
-    assert_eq!(at, 20);
+    let caller = api.clone();
+    cancel_in_backoff(&t, move |options| async move {
+        caller.with_options(options).resource().await
+    })
+    .await;
 
     let state = api.circuit_state();
     assert_eq!(
         (state.phase, state.consecutive_failures, state.generation),
         (Phase::Closed, 1, 0),
-        "the cancel adds nothing"
+        "the 503 counts, the cancel adds nothing"
     );
-
-    // The backoff would have ended at t=100: nothing is dispatched, then or later.
-    tokio::time::sleep(ms(500)).await;
-    assert_eq!(t.attempts(), 1);
-    assert_eq!(t.dispatch_times(), vec![ms(0)]);
     script_follow_up(&t);
     assert_eq!(api.resource().await.unwrap(), "ok");
     let state = api.circuit_state();
