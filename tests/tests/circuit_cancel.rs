@@ -96,8 +96,9 @@ where
     token.cancel();
     settle().await;
     assert!(call.is_finished(), "settles in the same tick");
-    let (res, at) = call.await.unwrap();
-    assert_eq!((res.unwrap_err().kind(), at), (ErrorKind::Cancelled, 20));
+    let (res, at) = call.await.expect("the call's task");
+    let kind = res.expect_err("cancelled").kind();
+    assert_eq!((kind, at), (ErrorKind::Cancelled, 20));
 
     tokio::time::sleep(ms(500)).await;
     assert_eq!(t.dispatch_times(), vec![ms(0)]);
