@@ -14,9 +14,12 @@
 //!   its request, when the last caller has left.
 //! - Each caller's deadline and cancellation apply to that caller alone; the shared
 //!   execution has no deadline of its own and ends when its last caller leaves (the
-//!   contract: it stops only when every caller left). So a `Retry-After` longer than
-//!   a caller's deadline is still waited for, and that caller ends with its deadline
-//!   error rather than the status that asked to wait.
+//!   contract: it stops only when every caller left).
+//! - Its waits are bounded by the latest deadline among its callers (none, if one of
+//!   them has none): a backoff or `Retry-After` that would end after it, or a
+//!   rate-limit token that would come after it, fails now with the underlying error,
+//!   as in a plain call, instead of waiting for nobody. A caller that has left still
+//!   counts in that bound.
 //! - A call made after the shared execution finished starts a fresh one: nothing is
 //!   cached.
 //!
@@ -45,6 +48,7 @@ use bytes::Bytes;
 use futures_util::FutureExt;
 use futures_util::future::{Shared, WeakShared};
 use http::{HeaderMap, StatusCode};
+use tokio::time::Instant;
 
 use crate::client::ClientInner;
 use crate::error::ApiError;
@@ -55,7 +59,36 @@ use crate::response::{RawBody, RawResponse};
 type Output = Result<Arc<Answer>, Arc<ApiError>>;
 type Execution = Pin<Box<dyn Future<Output = Output> + Send>>;
 type SharedCall = Shared<Execution>;
-type Calls = HashMap<Key, WeakShared<Execution>>;
+type Calls = HashMap<Key, (WeakShared<Execution>, Arc<CallersDeadline>)>;
+
+/// The latest deadline among the callers an execution has had (`None`: one of them
+/// has none). It only grows: a caller that left still counts, so the execution may
+/// wait for an answer nobody collects, as it would without this bound.
+pub(crate) struct CallersDeadline(Mutex<Option<Instant>>);
+
+impl CallersDeadline {
+    fn new(first: Option<Instant>) -> Self {
+        CallersDeadline(Mutex::new(first))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A caller with `deadline` joined.
+    fn raise(&self, deadline: Option<Instant>) {
+        let mut latest = self.lock();
+        *latest = match (*latest, deadline) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            _ => None,
+        };
+    }
+
+    /// The latest deadline now.
+    pub(crate) fn get(&self) -> Option<Instant> {
+        *self.lock()
+    }
+}
 
 pub(crate) struct Answer {
     status: StatusCode,
@@ -97,6 +130,7 @@ pub(crate) async fn join(
     inner: &Arc<ClientInner>,
     index: usize,
     prepared: Prepared,
+    deadline: Option<Instant>,
     attempts: &AtomicU32,
 ) -> Result<RawResponse, ApiError> {
     let mut headers: Vec<(String, Vec<u8>)> = prepared
@@ -117,12 +151,18 @@ pub(crate) async fn join(
     };
     let shared: SharedCall = {
         let mut map = inner.coalescer.lock();
-        match map.get(&key).and_then(WeakShared::upgrade) {
-            Some(s) if s.peek().is_none() => s,
-            _ => {
-                let s = start(inner.clone(), index, prepared);
+        let running = map.get(&key).and_then(|(weak, callers)| {
+            let s = weak.upgrade().filter(|s| s.peek().is_none())?;
+            callers.raise(deadline);
+            Some(s)
+        });
+        match running {
+            Some(s) => s,
+            None => {
+                let callers = Arc::new(CallersDeadline::new(deadline));
+                let s = start(inner.clone(), index, prepared, callers.clone());
                 if let Some(weak) = s.downgrade() {
-                    map.insert(key.clone(), weak);
+                    map.insert(key.clone(), (weak, callers));
                 }
                 s
             }
@@ -177,7 +217,7 @@ impl Drop for Share<'_> {
         let mut map = self.coalescer.lock();
         let over = map
             .get(&self.key)
-            .and_then(WeakShared::upgrade)
+            .and_then(|(weak, _)| weak.upgrade())
             .is_none_or(|s| s.peek().is_some());
         if over {
             map.remove(&self.key);
@@ -185,7 +225,12 @@ impl Drop for Share<'_> {
     }
 }
 
-fn start(inner: Arc<ClientInner>, index: usize, prepared: Prepared) -> SharedCall {
+fn start(
+    inner: Arc<ClientInner>,
+    index: usize,
+    prepared: Prepared,
+    callers: Arc<CallersDeadline>,
+) -> SharedCall {
     let fut: Execution = Box::pin(async move {
         let attempts = AtomicU32::new(0);
         let call = Call {
@@ -193,6 +238,7 @@ fn start(inner: Arc<ClientInner>, index: usize, prepared: Prepared) -> SharedCal
             start: tokio::time::Instant::now(),
             ep: &inner.endpoints[index],
             deadline: None,
+            callers: Some(&callers),
             attempts: &attempts,
             streaming: false,
             clock: crate::timeout::AttemptClock::new(),

@@ -258,6 +258,7 @@ pub(crate) fn execute(
             start,
             ep,
             deadline,
+            callers: None,
             attempts: &attempts,
             streaming,
             clock: AttemptClock::new(),
@@ -464,6 +465,9 @@ pub(crate) struct Call<'a> {
     pub(crate) start: Instant,
     pub(crate) ep: &'a EndpointRuntime,
     pub(crate) deadline: Option<Instant>,
+    /// For a shared (coalesced) execution, which has no deadline of its own: the
+    /// latest deadline among its callers, which bounds its waits instead.
+    pub(crate) callers: Option<&'a crate::coalesce::CallersDeadline>,
     pub(crate) attempts: &'a AtomicU32,
     pub(crate) streaming: bool,
     /// The running attempt's limit, for the call's one timer.
@@ -474,6 +478,16 @@ pub(crate) struct Call<'a> {
 }
 
 impl Call<'_> {
+    /// What a wait (a backoff, a `Retry-After`, a rate-limit token) must end before to
+    /// serve anyone: the call's deadline, or for a shared execution the latest of its
+    /// callers' (`None`: no limit).
+    fn wait_limit(&self) -> Option<Instant> {
+        match self.callers {
+            Some(callers) => callers.get(),
+            None => self.deadline,
+        }
+    }
+
     /// The retry loop; or, when `handle` is given, joining an identical call in flight
     /// (see [`crate::coalesce`]), whose shared execution runs this loop itself.
     // Not an `async fn`: its arguments are used where the block captured them, instead
@@ -492,6 +506,7 @@ impl Call<'_> {
                     &handle.inner,
                     self.ep.spec.index,
                     prepared.clone(),
+                    self.deadline,
                     self.attempts,
                 ))
                 .await;
@@ -598,7 +613,7 @@ impl Call<'_> {
         {
             error.set_retry_at(at, w);
         }
-        let fits = match (resume, self.deadline) {
+        let fits = match (resume, self.wait_limit()) {
             (None, Some(_)) => false,
             (Some(r), Some(d)) => r < d,
             (_, None) => true,
@@ -728,7 +743,7 @@ impl Call<'_> {
                     waited = true;
                     Some(Unsent::new(
                         rl,
-                        rl.acquire(self.deadline).await.map_err(rate_limited)?,
+                        rl.acquire(self.wait_limit()).await.map_err(rate_limited)?,
                     ))
                 }
                 None => None,
