@@ -9,9 +9,21 @@
 //!
 //! Rules, in the order they matter:
 //! - A new branch starts every `delay` while no acceptable answer has come, up to
-//!   `max` branches. A branch refused by the breaker, bulkhead or rate limiter stops
-//!   further hedging but does not end the round while another branch is in flight. None starts at or after the call's deadline (the deadline wins a
+//!   `max` branches. None starts at or after the call's deadline (the deadline wins a
 //!   tie), and each needs the retry budget's permission, as a retry would.
+//! - A branch refused by a policy (the breaker, the bulkhead, the rate limiter, or the
+//!   retry budget before a hedge) is a rejection, and a rejection is final for the
+//!   call: shed load is never retried. No further branch starts, but the branches
+//!   already in flight keep running: one of them may still win, and a non-retryable
+//!   failure is still the answer. When none is left, the round ends with the first
+//!   rejection (its kind, and its `retry_at`), whose source is what the sent
+//!   branches got (a 503, or [`ErrorKind::AllHedgesFailed`] when several were sent),
+//!   and the retry loop does not retry it. The rejection rather than the 503,
+//!   because it is why the call stopped short of its retry policy (as when a plain
+//!   call's retry is refused) and [`ApiError::is_rejection`] tells the caller so;
+//!   the server's answer stays in the source. A branch refused because the call's
+//!   own branches fill the bulkhead is refused like any other: give a hedged method
+//!   room for `max` attempts (or a queue) if its hedges should run.
 //! - The first success wins. A non-retryable failure (a 404, a decode error) is an
 //!   answer too and ends the round. A retryable failure (a 5xx, a 429, a reset) does
 //!   not win while another branch is pending or may still start.
@@ -27,7 +39,7 @@
 //! - Every branch goes through breaker admission, bulkhead, rate limiter and its own
 //!   attempt timeout. A losing branch's failure is not a breaker failure when another
 //!   branch wins; when every branch fails, every failure counts.
-//! - All branches failed: [`ErrorKind::AllHedgesFailed`],
+//! - All branches failed (none refused): [`ErrorKind::AllHedgesFailed`],
 //!   with the status and body of the last branch to fail (or of the one that asked to
 //!   wait) and that failure as its source. If retries remain, the retry loop may start
 //!   a new round after its backoff, or at the server's instant.
@@ -74,6 +86,10 @@ impl Call<'_> {
         let mut launched: u32 = 0;
         let mut failed = Vec::new();
         let mut last: Option<Failure> = None;
+        // The first refusal by a policy (breaker, bulkhead, rate limiter, budget), and
+        // how many launched branches were refused before dispatch.
+        let mut rejection: Option<ApiError> = None;
+        let mut refused: u32 = 0;
         // The failure whose server wait ends latest, with that instant (`None`: too
         // far to represent). Once set, no branch starts and the round ends with it.
         let mut asked_to_wait: Option<(Option<Instant>, Failure)> = None;
@@ -85,17 +101,20 @@ impl Call<'_> {
                 if at > now {
                     break;
                 }
-                let allowed = launched < config.max.max(1)
-                    && self.deadline.is_none_or(|d| now < d)
-                    && (launched == 0
-                        || self
-                            .ep
-                            .partition
-                            .budget
-                            .as_ref()
-                            .is_none_or(|b| b.withdraw(now)));
+                let allowed = launched < config.max.max(1) && self.deadline.is_none_or(|d| now < d);
                 if !allowed {
                     next_launch = None;
+                    break;
+                }
+                // A hedge is a new request, as a retry is: the budget must allow it,
+                // and its refusal is a rejection like any other.
+                if launched > 0
+                    && let Some(b) = &self.ep.partition.budget
+                    && !b.withdraw(now)
+                {
+                    next_launch = None;
+                    rejection.get_or_insert_with(|| ApiError::new(ErrorKind::BudgetExhausted));
+                    tracing::debug!("the retry budget refused a hedge: no more hedging");
                     break;
                 }
                 let n = first_attempt + launched;
@@ -138,14 +157,12 @@ impl Call<'_> {
                 }
                 // A branch refused before admission (breaker, bulkhead, rate limit) is
                 // not an answer: stop hedging, keep waiting for the branches in flight.
-                Err(failure)
-                    if verdict.is_none()
-                        && failure.error.is_rejection()
-                        && !branches.is_empty() =>
-                {
+                // The refusal is kept: it decides how the round ends if none wins.
+                Err(failure) if verdict.is_none() && failure.error.is_rejection() => {
                     next_launch = None;
-                    if last.is_none() {
-                        last = Some(failure);
+                    refused += 1;
+                    if rejection.is_none() {
+                        rejection = Some(failure.error);
                     }
                 }
                 Err(failure) if !failure.retryable => {
@@ -200,37 +217,50 @@ impl Call<'_> {
         for v in failed.drain(..) {
             crate::pipeline::Verdict::record(v);
         }
-        let last = match last {
-            Some(l) => l,
-            None => {
-                return Err(Failure {
-                    error: ApiError::new(ErrorKind::AllHedgesFailed),
-                    retryable: false,
-                    server_wait: None,
-                });
+        // The round's own failure, from the branches that were sent.
+        let answered = launched - refused;
+        let failure = last.map(|last| {
+            if answered <= 1 {
+                return last;
             }
-        };
-        if launched <= 1 {
-            return Err(last);
+            let Failure {
+                error,
+                retryable,
+                server_wait,
+            } = last;
+            let mut wrapped = ApiError::new(ErrorKind::AllHedgesFailed)
+                .with_message(format!("{answered} hedged attempts"));
+            if let (Some(status), Some(headers), Some(body)) = (
+                error.status(),
+                error.headers().cloned(),
+                error.body().cloned(),
+            ) {
+                wrapped = wrapped.with_status(status, headers, body);
+            }
+            Failure {
+                error: wrapped.with_source(error),
+                retryable,
+                server_wait,
+            }
+        });
+        match (rejection, failure) {
+            // A rejection is final for the call: the round ends with it, not with a
+            // failure the retry loop would retry; what the sent branches got is its
+            // source.
+            (Some(rejection), failure) => Err(Failure {
+                error: match failure {
+                    Some(f) => rejection.with_source(f.error),
+                    None => rejection,
+                },
+                retryable: false,
+                server_wait: None,
+            }),
+            (None, Some(failure)) => Err(failure),
+            (None, None) => Err(Failure {
+                error: ApiError::new(ErrorKind::AllHedgesFailed),
+                retryable: false,
+                server_wait: None,
+            }),
         }
-        let Failure {
-            error,
-            retryable,
-            server_wait,
-        } = last;
-        let mut wrapped = ApiError::new(ErrorKind::AllHedgesFailed)
-            .with_message(format!("{launched} hedged attempts"));
-        if let (Some(status), Some(headers), Some(body)) = (
-            error.status(),
-            error.headers().cloned(),
-            error.body().cloned(),
-        ) {
-            wrapped = wrapped.with_status(status, headers, body);
-        }
-        Err(Failure {
-            error: wrapped.with_source(error),
-            retryable,
-            server_wait,
-        })
     }
 }
