@@ -1,0 +1,301 @@
+//! Tracing (DESIGN §3.9): one span per call (`http.client`) and one per attempt
+//! (`http.attempt`, a child of the call's), with OpenTelemetry HTTP-client field
+//! names: `http.request.method`, `url.template` (the path template, not the filled
+//! path), `http.response.status_code` and `http.request.resend_count`; and one
+//! `retrying` event per retry, in the call's span.
+//!
+//! The spans are captured by a small `tracing_subscriber` layer that keeps every
+//! span's fields (as created and as recorded later), its parent, and when it opened
+//! and closed on the paused clock.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use resilient_api::testing::{ScriptedTransport, Step};
+use resilient_api::{ApiError, ErrorKind, resilient_api};
+use tests::{Clock, ms, scripted};
+use tokio::time::Instant;
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Subscriber};
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+use tracing_subscriber::registry::LookupSpan;
+
+/// One retry, 20 ms after a 503.
+#[resilient_api(
+    timeout(attempt = "1s"),
+    retry(max = 1, backoff = fixed(delay = "20ms"), on = [503])
+)]
+pub trait Users {
+    #[get("/users/{id}")]
+    async fn user(&self, id: u64) -> Result<String, ApiError>;
+}
+
+/// A field's value, as the instrumented code recorded it.
+#[derive(Clone, Debug, PartialEq)]
+enum Value {
+    Str(String),
+    U64(u64),
+    I64(i64),
+    Debug(String),
+}
+
+fn s(v: &str) -> Value {
+    Value::Str(v.to_owned())
+}
+
+struct Fields<'a>(&'a mut BTreeMap<&'static str, Value>);
+
+impl Visit for Fields<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name(), Value::Str(value.to_owned()));
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.0.insert(field.name(), Value::U64(value));
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.0.insert(field.name(), Value::I64(value));
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.0
+            .insert(field.name(), Value::Debug(format!("{value:?}")));
+    }
+}
+
+/// A span as the subscriber saw it.
+#[derive(Clone, Debug)]
+struct SpanSeen {
+    id: u64,
+    name: &'static str,
+    parent: Option<u64>,
+    fields: BTreeMap<&'static str, Value>,
+    opened_ms: u64,
+    closed_ms: Option<u64>,
+}
+
+/// An event as the subscriber saw it.
+#[derive(Clone, Debug)]
+struct EventSeen {
+    /// The span it happened in.
+    span: Option<u64>,
+    fields: BTreeMap<&'static str, Value>,
+    at_ms: u64,
+}
+
+#[derive(Default)]
+struct Seen {
+    spans: Vec<SpanSeen>,
+    events: Vec<EventSeen>,
+}
+
+#[derive(Clone)]
+struct Capture {
+    start: Instant,
+    seen: Arc<Mutex<Seen>>,
+}
+
+impl Capture {
+    fn new() -> Self {
+        Capture {
+            start: Instant::now(),
+            seen: Arc::default(),
+        }
+    }
+
+    fn seen(&self) -> MutexGuard<'_, Seen> {
+        self.seen.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64
+    }
+}
+
+impl Seen {
+    /// The open span with this id (the registry reuses the ids of closed spans).
+    fn open(&mut self, id: &Id) -> Option<&mut SpanSeen> {
+        self.spans
+            .iter_mut()
+            .rev()
+            .find(|s| s.id == id.into_u64() && s.closed_ms.is_none())
+    }
+}
+
+impl<S> Layer<S> for Capture
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let mut fields = BTreeMap::new();
+        attrs.record(&mut Fields(&mut fields));
+        let parent = ctx
+            .span(id)
+            .and_then(|span| span.parent())
+            .map(|p| p.id().into_u64());
+        let opened_ms = self.now_ms();
+        self.seen().spans.push(SpanSeen {
+            id: id.into_u64(),
+            name: attrs.metadata().name(),
+            parent,
+            fields,
+            opened_ms,
+            closed_ms: None,
+        });
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, _ctx: Context<'_, S>) {
+        if let Some(span) = self.seen().open(id) {
+            values.record(&mut Fields(&mut span.fields));
+        }
+    }
+
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        let mut fields = BTreeMap::new();
+        event.record(&mut Fields(&mut fields));
+        let span = ctx.event_span(event).map(|s| s.id().into_u64());
+        let at_ms = self.now_ms();
+        self.seen().events.push(EventSeen {
+            span,
+            fields,
+            at_ms,
+        });
+    }
+
+    fn on_close(&self, id: Id, _ctx: Context<'_, S>) {
+        let at = self.now_ms();
+        if let Some(span) = self.seen().open(&id) {
+            span.closed_ms = Some(at);
+        }
+    }
+}
+
+/// Run `call` with the capturing subscriber as this thread's default (the paused-clock
+/// runtime polls everything on this thread); return what it saw.
+async fn captured<F: Future>(call: F) -> (F::Output, Seen) {
+    let capture = Capture::new();
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(capture.clone()));
+    let out = call.await;
+    drop(_guard);
+    let seen = std::mem::take(&mut *capture.seen());
+    (out, seen)
+}
+
+fn named<'a>(seen: &'a Seen, name: &str) -> Vec<&'a SpanSeen> {
+    seen.spans.iter().filter(|s| s.name == name).collect()
+}
+
+/// The call span and its attempt spans, checked for count, nesting and closing.
+fn call_and_attempts(seen: &Seen, attempts: usize) -> (&SpanSeen, Vec<&SpanSeen>) {
+    let calls = named(seen, "http.client");
+    assert_eq!(calls.len(), 1, "one span per call: {:?}", seen.spans);
+    let call = calls[0];
+    assert_eq!(call.parent, None);
+    let tries = named(seen, "http.attempt");
+    assert_eq!(
+        tries.len(),
+        attempts,
+        "one span per attempt: {:?}",
+        seen.spans
+    );
+    for a in &tries {
+        assert_eq!(a.parent, Some(call.id), "an attempt is a child of its call");
+    }
+    assert_eq!(
+        seen.spans.len(),
+        1 + attempts,
+        "no other span: {:?}",
+        seen.spans
+    );
+    assert!(
+        seen.spans.iter().all(|s| s.closed_ms.is_some()),
+        "all closed"
+    );
+    (call, tries)
+}
+
+/// The call span's fields: method, template (not the filled path), endpoint, status.
+fn call_fields(status: u64) -> BTreeMap<&'static str, Value> {
+    BTreeMap::from([
+        ("http.request.method", s("GET")),
+        ("url.template", s("/users/{id}")),
+        ("endpoint", s("user")),
+        ("http.response.status_code", Value::U64(status)),
+    ])
+}
+
+fn attempt_fields(resend: u64, status: u64) -> BTreeMap<&'static str, Value> {
+    BTreeMap::from([
+        ("http.request.resend_count", Value::U64(resend)),
+        ("http.response.status_code", Value::U64(status)),
+    ])
+}
+
+/// The `retrying` events.
+fn retries(seen: &Seen) -> Vec<&EventSeen> {
+    seen.events
+        .iter()
+        .filter(|e| e.fields.get("message") == Some(&Value::Debug("retrying".into())))
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retried_call_has_one_span_per_attempt_with_otel_fields() {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("busy"),
+        Step::status(200).body("alice"),
+    ]);
+    let clock = Clock::start();
+    let api = scripted::<UsersClient>(&t);
+
+    let (r, seen) = captured(api.user(42)).await;
+    assert_eq!(r.expect("the retry answers"), "alice");
+    assert_eq!(clock.now_ms(), 20);
+    // The filled path went on the wire; the template went in the span.
+    let urls: Vec<String> = t.requests().into_iter().map(|r| r.url).collect();
+    assert_eq!(urls, ["https://example.test/users/42"; 2]);
+    assert_eq!(t.dispatch_times(), [ms(0), ms(20)]);
+
+    let (call, tries) = call_and_attempts(&seen, 2);
+    assert_eq!(call.fields, call_fields(200));
+    assert_eq!((call.opened_ms, call.closed_ms), (0, Some(20)));
+    assert_eq!(tries[0].fields, attempt_fields(0, 503));
+    assert_eq!((tries[0].opened_ms, tries[0].closed_ms), (0, Some(0)));
+    assert_eq!(tries[1].fields, attempt_fields(1, 200));
+    assert_eq!((tries[1].opened_ms, tries[1].closed_ms), (20, Some(20)));
+
+    let retried = retries(&seen);
+    assert_eq!(retried.len(), 1, "one retry event: {:?}", seen.events);
+    assert_eq!(retried[0].span, Some(call.id), "in the call's span");
+    assert_eq!(retried[0].at_ms, 0);
+    assert_eq!(retried[0].fields.get("round"), Some(&Value::U64(1)));
+    assert_eq!(retried[0].fields.get("wait_ms"), Some(&Value::U64(20)));
+    assert_eq!(retried[0].fields.get("endpoint"), Some(&s("user")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_call_span_carries_the_last_status() {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("busy"),
+        Step::status(503).body("still busy"),
+    ]);
+    let clock = Clock::start();
+    let api = scripted::<UsersClient>(&t);
+
+    let (r, seen) = captured(api.user(7)).await;
+    let e = r.expect_err("both attempts failed");
+    assert_eq!(
+        (e.kind(), e.status(), e.attempts()),
+        (ErrorKind::Status, Some(503), 2)
+    );
+    assert_eq!(clock.now_ms(), 20);
+
+    let (call, tries) = call_and_attempts(&seen, 2);
+    assert_eq!(call.fields, call_fields(503));
+    assert_eq!((call.opened_ms, call.closed_ms), (0, Some(20)));
+    assert_eq!(tries[0].fields, attempt_fields(0, 503));
+    assert_eq!(tries[1].fields, attempt_fields(1, 503));
+    assert_eq!((tries[1].opened_ms, tries[1].closed_ms), (20, Some(20)));
+    assert_eq!(retries(&seen).len(), 1);
+}
