@@ -4,7 +4,7 @@
 //! One budget is shared by every call of a client (it is on by default). Each first
 //! attempt of a call [`deposit`](RetryBudget::deposit)s; each retry or hedge must
 //! [`withdraw`](RetryBudget::withdraw) first, and a refused withdrawal ends the call
-//! with its last error.
+//! with `BudgetExhausted`, whose source is the call's last error.
 //!
 //! Why a budget and not just a maximum retry count: with `max = 3`, a host that fails
 //! every request receives four times its normal load exactly when it can least take
