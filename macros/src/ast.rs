@@ -371,10 +371,7 @@ impl Api {
             match trait_item {
                 TraitItem::Fn(method) => {
                     let is_endpoint = method.default.is_none()
-                        || method
-                            .attrs
-                            .iter()
-                            .any(|a| Verb::from_path(a.path()).is_some());
+                        || method.attrs.iter().any(|a| attr::is_method_attr(a.path()));
                     if is_endpoint {
                         endpoints.push(Endpoint::from_syn(cx, &attrs.policy, method));
                     }

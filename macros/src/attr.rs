@@ -300,7 +300,7 @@ pub fn one_of(keys: &[Symbol]) -> String {
     }
 }
 
-fn path_to_string(path: &syn::Path) -> String {
+pub fn path_to_string(path: &syn::Path) -> String {
     path.to_token_stream().to_string().replace(' ', "")
 }
 
@@ -779,6 +779,28 @@ fn duplicate_attr(cx: &Ctxt, path: &syn::Path, name: &str) {
 }
 
 /// Sort a method's attributes into ours (parsed) and the rest (kept as written).
+/// Whether `path` names one of the method attributes of the attribute language (a
+/// verb, a policy, or a marker such as `#[coalesce]`): a method carrying one is an
+/// endpoint, even with a body (which is then an error of its own).
+pub fn is_method_attr(path: &syn::Path) -> bool {
+    Verb::from_path(path).is_some()
+        || [
+            TIMEOUT,
+            RETRY,
+            BREAKER,
+            BULKHEAD,
+            RATE_LIMIT,
+            IDEMPOTENT,
+            IDEMPOTENCY_KEY,
+            HEDGE,
+            COALESCE,
+            PARTITION,
+            MAX_BODY,
+        ]
+        .iter()
+        .any(|sym| path == *sym)
+}
+
 pub fn method_attrs(cx: &Ctxt, attrs: &[Attribute]) -> MethodAttrs {
     let mut out = MethodAttrs::default();
     for attr in attrs {

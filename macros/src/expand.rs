@@ -71,6 +71,15 @@ fn u32_lit(v: u32) -> Literal {
 /// `async fn` turned into a `Send` future, generated docs appended to endpoints.
 fn user_trait(api: &Api, with_docs: bool) -> ItemTrait {
     let mut item = api.item.clone();
+    // A supertrait the client cannot implement is an error (reported in `valid.rs`);
+    // kept, it would add "the trait bound is not satisfied" on the client.
+    item.supertraits = std::mem::take(&mut item.supertraits)
+        .into_iter()
+        .filter(crate::valid::client_has)
+        .collect();
+    if item.supertraits.is_empty() {
+        item.colon_token = None;
+    }
     for trait_item in &mut item.items {
         let TraitItem::Fn(method) = trait_item else {
             continue;

@@ -22,6 +22,18 @@ pub fn check(cx: &Ctxt, api: &Api) {
     check_partitions(cx, api);
 }
 
+/// Whether the generated client has the supertrait `bound`: it is `Send + Sync +
+/// Unpin + Clone + Debug + 'static` and implements nothing else, so any other
+/// supertrait could never hold for it.
+pub fn client_has(bound: &syn::TypeParamBound) -> bool {
+    match bound {
+        syn::TypeParamBound::Trait(t) => t.path.segments.last().is_some_and(|s| {
+            ["Send", "Sync", "Unpin", "Clone", "Debug"].contains(&s.ident.to_string().as_str())
+        }),
+        _ => true,
+    }
+}
+
 fn check_trait(cx: &Ctxt, api: &Api) {
     let item = &api.item;
     if !item.generics.params.is_empty() {
@@ -37,6 +49,19 @@ fn check_trait(cx: &Ctxt, api: &Api) {
     }
     if let Some(unsafety) = &item.unsafety {
         cx.error_spanned_by(unsafety, "a `#[resilient_api]` trait cannot be `unsafe`");
+    }
+    for bound in &item.supertraits {
+        if let syn::TypeParamBound::Trait(t) = bound
+            && !client_has(bound)
+        {
+            cx.error_spanned_by(
+                t,
+                format!(
+                    "the generated client cannot implement `{}`: a `#[resilient_api]` trait's supertraits can only be `Send`, `Sync`, `Unpin`, `Clone` and `Debug`, which the client is",
+                    crate::attr::path_to_string(&t.path)
+                ),
+            );
+        }
     }
     if let Some(auto) = &item.modifiers.auto_token {
         cx.error_spanned_by(auto, "a `#[resilient_api]` trait cannot be `auto`");
