@@ -314,6 +314,7 @@ impl Effective {
                 Some(RateLimitAttr {
                     per_second: pick(&mr.per_second, &tr.per_second),
                     burst: pick(&mr.burst, &tr.burst),
+                    rate_named: mr.rate_named || tr.rate_named,
                 })
             }
         };

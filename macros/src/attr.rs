@@ -106,12 +106,18 @@ pub struct BulkheadAttr {
 pub struct RateLimitAttr {
     pub per_second: Option<Sp<f64>>,
     pub burst: Option<Sp<u32>>,
+    /// `per_second` was named, even with a bad value, or may be among the keys a
+    /// syntax error cut off: "needs a rate" would be wrong.
+    pub rate_named: bool,
 }
 
 #[derive(Clone, Default)]
 pub struct HedgeAttr {
     pub delay: Option<Sp<u64>>,
     pub max: Option<Sp<u32>>,
+    /// `delay` was named, even with a bad value, or may be among the keys a syntax
+    /// error cut off: "needs a delay" would be wrong.
+    pub delay_named: bool,
 }
 
 /// A policy attribute as written, with the span of its name (`retry` in
@@ -506,12 +512,16 @@ impl Keys for RateLimitAttr {
     const EXAMPLE: &'static str = "per_second = 10, burst = 20";
     fn key(&mut self, l: &mut List<'_>, meta: ParseNestedMeta<'_>) -> syn::Result<()> {
         if meta.path == PER_SECOND {
+            self.rate_named = true;
             l.set(&meta, &mut self.per_second, "per_second = 10", number)
         } else if meta.path == BURST {
             l.set(&meta, &mut self.burst, "burst = 20", int)
         } else {
             l.unknown(&meta, RATE_LIMIT_KEYS)
         }
+    }
+    fn cut_short(&mut self) {
+        self.rate_named = true;
     }
 }
 
@@ -520,12 +530,16 @@ impl Keys for HedgeAttr {
     const EXAMPLE: &'static str = "delay = \"50ms\", max = 2";
     fn key(&mut self, l: &mut List<'_>, meta: ParseNestedMeta<'_>) -> syn::Result<()> {
         if meta.path == DELAY {
+            self.delay_named = true;
             l.set(&meta, &mut self.delay, "delay = \"50ms\"", duration)
         } else if meta.path == MAX {
             l.set(&meta, &mut self.max, "max = 2", int)
         } else {
             l.unknown(&meta, HEDGE_KEYS)
         }
+    }
+    fn cut_short(&mut self) {
+        self.delay_named = true;
     }
 }
 

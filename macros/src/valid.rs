@@ -307,7 +307,7 @@ fn check_rate_limit(cx: &Ctxt, r: &RateLimitAttr, span: Span, level: Level) {
             cx.error_at(rate.span, "`per_second` must be greater than zero");
         }
         // On a method, the trait's rate may fill it in: checked on the merged policy.
-        None if level == Level::Trait => {
+        None if level == Level::Trait && !r.rate_named => {
             cx.error_at(
                 span,
                 "`rate_limit` needs a rate: `rate_limit(per_second = 10)`",
@@ -319,7 +319,7 @@ fn check_rate_limit(cx: &Ctxt, r: &RateLimitAttr, span: Span, level: Level) {
 }
 
 fn check_hedge(cx: &Ctxt, h: &HedgeAttr, span: Span) {
-    if h.delay.is_none() {
+    if h.delay.is_none() && !h.delay_named {
         cx.error_at(
             span,
             "`hedge` needs a delay: `#[hedge(delay = \"50ms\", max = 2)]`",
@@ -696,6 +696,7 @@ fn check_effective(cx: &Ctxt, e: &Endpoint, defaults_known: bool) {
     if let Some(Group { span, .. }) = &e.attrs.policy.rate_limit
         && let Some(r) = &p.rate_limit
         && r.per_second.is_none()
+        && !r.rate_named
         && defaults_known
     {
         cx.error_at(
