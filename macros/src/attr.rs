@@ -263,6 +263,8 @@ pub struct RoleAttr {
 pub const TRAIT_KEYS: &[Symbol] = &[
     BASE_URL, CLIENT, CRATE, TIMEOUT, RETRY, BREAKER, BULKHEAD, RATE_LIMIT, HEADERS,
 ];
+/// The policies, written on the trait or on a method.
+const POLICIES: &[Symbol] = &[TIMEOUT, RETRY, BREAKER, BULKHEAD, RATE_LIMIT];
 pub const TIMEOUT_KEYS: &[Symbol] = &[ATTEMPT, TOTAL];
 pub const RETRY_KEYS: &[Symbol] = &[MAX, BACKOFF, ON, RETRY_AFTER_CAP];
 pub const BACKOFF_KINDS: &[Symbol] = &[FIXED, EXPONENTIAL, EXPONENTIAL_JITTER, DECORRELATED_JITTER];
@@ -792,29 +794,14 @@ fn duplicate_attr(cx: &Ctxt, path: &syn::Path, name: &str) {
     );
 }
 
-/// Sort a method's attributes into ours (parsed) and the rest (kept as written).
 /// Whether `path` names one of the method attributes of the attribute language (a
 /// verb, a policy, or a marker such as `#[coalesce]`): a method carrying one is an
 /// endpoint, even with a body (which is then an error of its own).
 pub fn is_method_attr(path: &syn::Path) -> bool {
-    Verb::from_path(path).is_some()
-        || [
-            TIMEOUT,
-            RETRY,
-            BREAKER,
-            BULKHEAD,
-            RATE_LIMIT,
-            IDEMPOTENT,
-            IDEMPOTENCY_KEY,
-            HEDGE,
-            COALESCE,
-            PARTITION,
-            MAX_BODY,
-        ]
-        .iter()
-        .any(|sym| path == *sym)
+    METHOD_ONLY.iter().chain(POLICIES).any(|sym| path == *sym)
 }
 
+/// Sort a method's attributes into ours (parsed) and the rest (kept as written).
 pub fn method_attrs(cx: &Ctxt, attrs: &[Attribute]) -> MethodAttrs {
     let mut out = MethodAttrs::default();
     for attr in attrs {
