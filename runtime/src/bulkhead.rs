@@ -52,6 +52,12 @@ pub struct BulkheadConfig {
 
 impl BulkheadConfig {
     /// 64 attempts at once, 256 waiters.
+    ///
+    /// ```
+    /// use resilient_api::bulkhead::BulkheadConfig;
+    /// assert_eq!(BulkheadConfig::DEFAULT, BulkheadConfig::new(64, 256));
+    /// assert_eq!(BulkheadConfig::default(), BulkheadConfig::DEFAULT);
+    /// ```
     pub const DEFAULT: BulkheadConfig = BulkheadConfig::new(64, 256);
 
     /// A configuration with `concurrency` slots and room for `queue` waiters.
@@ -74,6 +80,19 @@ impl Default for BulkheadConfig {
 }
 
 /// Why [`Bulkhead::acquire`] turned a caller away.
+///
+/// ```
+/// use resilient_api::bulkhead::{Bulkhead, BulkheadConfig, BulkheadRejection};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let bulkhead = Bulkhead::new(BulkheadConfig::new(1, 0)); // one slot, no queue
+/// let _held = bulkhead.acquire().await;
+/// let rejected = bulkhead.acquire().await.map(drop);
+/// assert_eq!(rejected, Err(BulkheadRejection::QueueFull));
+/// assert_eq!(BulkheadRejection::QueueFull.to_string(), "bulkhead queue full");
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BulkheadRejection {
     /// Every slot was taken and the queue was full: rejected at once, without waiting.
@@ -93,6 +112,15 @@ impl std::error::Error for BulkheadRejection {}
 /// A concurrency limit with a bounded FIFO queue.
 ///
 /// `Send + Sync`; share it with an `Arc`.
+///
+/// ```
+/// use resilient_api::bulkhead::{Bulkhead, BulkheadConfig};
+/// use std::sync::Arc;
+///
+/// let shared = Arc::new(Bulkhead::new(BulkheadConfig::new(8, 32)));
+/// let for_a_task = Arc::clone(&shared);
+/// assert_eq!(for_a_task.config().concurrency, 8);
+/// ```
 pub struct Bulkhead {
     /// FIFO; a dropped `acquire` future unlinks itself in O(1) and hands back any
     /// permit it was granted but never saw. Not behind an `Arc`: a permit borrows it,
@@ -112,6 +140,14 @@ impl Bulkhead {
     /// compile time; this only keeps a hand-written `0` from deadlocking every call),
     /// and to tokio's `Semaphore::MAX_PERMITS` on platforms where that is smaller
     /// than `u32::MAX`. [`Bulkhead::config`] reports the clamped value.
+    ///
+    /// ```
+    /// use resilient_api::bulkhead::{Bulkhead, BulkheadConfig};
+    ///
+    /// let bulkhead = Bulkhead::new(BulkheadConfig::new(0, 4));
+    /// assert_eq!(bulkhead.config(), BulkheadConfig::new(1, 4));
+    /// assert_eq!((bulkhead.in_use(), bulkhead.queued()), (0, 0));
+    /// ```
     pub fn new(config: BulkheadConfig) -> Self {
         let max = u32::try_from(Semaphore::MAX_PERMITS).unwrap_or(u32::MAX);
         let concurrency = config.concurrency.clamp(1, max);
@@ -226,6 +262,19 @@ impl Drop for QueuePlace<'_> {
 }
 
 /// A slot in a [`Bulkhead`], released when dropped.
+///
+/// ```
+/// use resilient_api::bulkhead::{Bulkhead, BulkheadConfig};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), resilient_api::bulkhead::BulkheadRejection> {
+/// let bulkhead = Bulkhead::new(BulkheadConfig::new(2, 0));
+/// let permit = bulkhead.acquire().await?;
+/// assert_eq!(bulkhead.in_use(), 1);
+/// drop(permit);
+/// assert_eq!(bulkhead.in_use(), 0);
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 #[must_use = "the slot is released as soon as the permit is dropped"]
 pub struct BulkheadPermit<'a> {

@@ -133,6 +133,16 @@ struct State {
 
 impl RateLimiter {
     /// A full bucket (`burst` tokens) at `now`.
+    ///
+    /// ```
+    /// use resilient_api::rate_limit::{RateLimitConfig, RateLimiter};
+    /// use tokio::time::Instant;
+    ///
+    /// let now = Instant::now();
+    /// let limiter = RateLimiter::new(RateLimitConfig::new(5.0, 0), now);
+    /// assert_eq!(limiter.config().burst, 1); // a burst of 0 is treated as 1
+    /// assert_eq!(limiter.available(now), 1.0);
+    /// ```
     pub fn new(config: RateLimitConfig, now: Instant) -> Self {
         let config = RateLimitConfig {
             per_second: config.per_second,
@@ -151,6 +161,18 @@ impl RateLimiter {
     }
 
     /// Takes a token at `now` if one is free and nobody is waiting for one.
+    ///
+    /// ```
+    /// use resilient_api::rate_limit::{RateLimitConfig, RateLimiter};
+    /// use std::time::Duration;
+    /// use tokio::time::Instant;
+    ///
+    /// let t0 = Instant::now();
+    /// let limiter = RateLimiter::new(RateLimitConfig::new(10.0, 1), t0); // one every 100 ms
+    /// assert!(limiter.try_acquire(t0).is_some());
+    /// assert!(limiter.try_acquire(t0 + Duration::from_millis(99)).is_none());
+    /// assert!(limiter.try_acquire(t0 + Duration::from_millis(100)).is_some());
+    /// ```
     pub fn try_acquire(&self, now: Instant) -> Option<RateLimitToken> {
         let now = self.ns(now);
         let mut state = self.lock();
@@ -252,6 +274,18 @@ impl RateLimiter {
     /// Gives back a token taken by an attempt that never dispatched.
     ///
     /// The bucket never holds more than `burst` tokens, however late the refund.
+    ///
+    /// ```
+    /// use resilient_api::rate_limit::{RateLimitConfig, RateLimiter};
+    /// use tokio::time::Instant;
+    ///
+    /// let now = Instant::now();
+    /// let limiter = RateLimiter::new(RateLimitConfig::new(1.0, 1), now);
+    /// let token = limiter.try_acquire(now).expect("the bucket starts full");
+    /// assert_eq!(limiter.available(now), 0.0);
+    /// limiter.refund(token); // the attempt was never sent
+    /// assert_eq!(limiter.available(now), 1.0);
+    /// ```
     pub fn refund(&self, token: RateLimitToken) {
         let RateLimitToken { _private: () } = token;
         {
@@ -262,6 +296,18 @@ impl RateLimiter {
     }
 
     /// Tokens in the bucket at `now`, fractions included (between `0` and `burst`).
+    ///
+    /// ```
+    /// use resilient_api::rate_limit::{RateLimitConfig, RateLimiter};
+    /// use std::time::Duration;
+    /// use tokio::time::Instant;
+    ///
+    /// let t0 = Instant::now();
+    /// let limiter = RateLimiter::new(RateLimitConfig::new(2.0, 2), t0); // one every 500 ms
+    /// let _a = limiter.try_acquire(t0);
+    /// let _b = limiter.try_acquire(t0);
+    /// assert_eq!(limiter.available(t0 + Duration::from_millis(250)), 0.5);
+    /// ```
     pub fn available(&self, now: Instant) -> f64 {
         let burst = f64::from(self.config.burst);
         if self.interval == 0 {

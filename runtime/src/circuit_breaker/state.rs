@@ -85,6 +85,15 @@ pub struct BreakerConfig {
 
 impl BreakerConfig {
     /// 5 consecutive failures, 30 s cooldown, 1 probe, no slow-call rule.
+    ///
+    /// ```
+    /// use resilient_api::circuit_breaker::state::BreakerConfig;
+    /// use std::time::Duration;
+    ///
+    /// // Three probes must succeed before a half-open breaker closes.
+    /// const CAREFUL: BreakerConfig = BreakerConfig { probes: 3, ..BreakerConfig::DEFAULT };
+    /// assert_eq!(CAREFUL.reset, Duration::from_secs(30));
+    /// ```
     pub const DEFAULT: Self = Self {
         mode: BreakerMode::DEFAULT,
         reset: Duration::from_secs(30),
@@ -113,6 +122,30 @@ pub enum BreakerMode {
     /// The window is kept as 10 buckets of `window / 10` each, so the oldest
     /// outcomes leave it one bucket at a time; a zero window is treated as 10 ns.
     /// The rate is evaluated after every counted outcome.
+    ///
+    /// ```
+    /// use resilient_api::circuit_breaker::state::{
+    ///     Breaker, BreakerConfig, BreakerMode, Outcome, Phase,
+    /// };
+    /// use std::time::Duration;
+    /// use tokio::time::Instant;
+    ///
+    /// // Half of at least four calls in ten seconds.
+    /// let mut breaker = Breaker::new(BreakerConfig {
+    ///     mode: BreakerMode::FailureRate {
+    ///         threshold: 0.5,
+    ///         window: Duration::from_secs(10),
+    ///         min_calls: 4,
+    ///     },
+    ///     ..BreakerConfig::DEFAULT
+    /// });
+    /// let now = Instant::now();
+    /// for outcome in [Outcome::Success, Outcome::Failure, Outcome::Success, Outcome::Failure] {
+    ///     let admission = breaker.admit(now).0.expect("closed");
+    ///     breaker.record(admission, outcome, Duration::ZERO, now);
+    /// }
+    /// assert_eq!(breaker.snapshot(now).phase, Phase::Open);
+    /// ```
     FailureRate {
         /// Failure share that trips the breaker, in `(0, 1]`.
         threshold: f32,
@@ -220,6 +253,15 @@ pub struct Breaker {
 
 impl Breaker {
     /// A closed breaker in generation 0.
+    ///
+    /// ```
+    /// use resilient_api::circuit_breaker::state::{Breaker, BreakerConfig, Phase};
+    /// use tokio::time::Instant;
+    ///
+    /// let breaker = Breaker::new(BreakerConfig::DEFAULT);
+    /// let state = breaker.snapshot(Instant::now());
+    /// assert_eq!((state.phase, state.generation), (Phase::Closed, 0));
+    /// ```
     pub fn new(config: BreakerConfig) -> Self {
         let width = match config.mode {
             BreakerMode::FailureRate { window, .. } => {
@@ -243,6 +285,14 @@ impl Breaker {
     /// the cooldown, or while half-open with every probe slot taken.
     ///
     /// `Ok` means [`admit`](Self::admit) at the same instant would admit.
+    ///
+    /// ```
+    /// use resilient_api::circuit_breaker::state::{Breaker, BreakerConfig};
+    /// use tokio::time::Instant;
+    ///
+    /// let breaker = Breaker::new(BreakerConfig::DEFAULT);
+    /// assert!(breaker.check(Instant::now()).is_ok()); // closed: nothing to refuse
+    /// ```
     pub fn check(&self, now: Instant) -> Result<(), Rejected> {
         match self.phase {
             Phase::Closed => Ok(()),
@@ -264,6 +314,17 @@ impl Breaker {
     /// Half-open, a probe is admitted while the probes in flight plus the successful
     /// probes so far are fewer than `probes`: at most `probes` run at once, and no
     /// more are started than could still be needed to close.
+    ///
+    /// ```
+    /// use resilient_api::circuit_breaker::state::{Breaker, BreakerConfig};
+    /// use tokio::time::Instant;
+    ///
+    /// let mut breaker = Breaker::new(BreakerConfig::DEFAULT);
+    /// let (admission, transition) = breaker.admit(Instant::now());
+    /// let admission = admission.expect("a closed breaker admits");
+    /// assert!(!admission.probe && transition.is_none());
+    /// breaker.release(admission); // or `record` its outcome: exactly one of the two
+    /// ```
     pub fn admit(&mut self, now: Instant) -> (Result<Admission, Rejected>, Option<Transition>) {
         match self.phase {
             Phase::Closed => (Ok(self.admission(false)), None),
@@ -290,6 +351,27 @@ impl Breaker {
     /// A stale admission (from an older generation) changes nothing and returns
     /// `None`: it cannot close, reopen, shorten or extend anything, is not counted,
     /// and releases no probe slot of the current generation.
+    ///
+    /// ```
+    /// use resilient_api::circuit_breaker::state::{
+    ///     Breaker, BreakerConfig, BreakerMode, Outcome, Phase,
+    /// };
+    /// use std::time::Duration;
+    /// use tokio::time::Instant;
+    ///
+    /// let mut breaker = Breaker::new(BreakerConfig {
+    ///     mode: BreakerMode::ConsecutiveFailures { failures: 1 },
+    ///     ..BreakerConfig::DEFAULT
+    /// });
+    /// let now = Instant::now();
+    /// let slow = breaker.admit(now).0.expect("closed");
+    /// let fast = breaker.admit(now).0.expect("closed");
+    /// breaker.record(fast, Outcome::Failure, Duration::ZERO, now); // trips it
+    ///
+    /// // The slow attempt's success was admitted before the trip: it is stale.
+    /// assert_eq!(breaker.record(slow, Outcome::Success, Duration::ZERO, now), None);
+    /// assert_eq!(breaker.snapshot(now).phase, Phase::Open);
+    /// ```
     pub fn record(
         &mut self,
         admission: Admission,
@@ -325,6 +407,29 @@ impl Breaker {
 
     /// The attempt was cancelled or dropped before it had an outcome: releases its
     /// probe slot (if it holds one of the current generation) and counts as nothing.
+    ///
+    /// ```
+    /// use resilient_api::circuit_breaker::state::{
+    ///     Breaker, BreakerConfig, BreakerMode, Outcome,
+    /// };
+    /// use std::time::Duration;
+    /// use tokio::time::Instant;
+    ///
+    /// let mut breaker = Breaker::new(BreakerConfig {
+    ///     mode: BreakerMode::ConsecutiveFailures { failures: 1 },
+    ///     reset: Duration::from_secs(1),
+    ///     ..BreakerConfig::DEFAULT
+    /// });
+    /// let t0 = Instant::now();
+    /// let first = breaker.admit(t0).0.expect("closed");
+    /// breaker.record(first, Outcome::Failure, Duration::ZERO, t0);
+    ///
+    /// let later = t0 + Duration::from_secs(1);
+    /// let probe = breaker.admit(later).0.expect("the cooldown is over");
+    /// assert!(breaker.check(later).is_err()); // the one probe slot is taken
+    /// breaker.release(probe); // its caller gave up
+    /// assert!(breaker.check(later).is_ok()); // the next caller may probe
+    /// ```
     pub fn release(&mut self, admission: Admission) {
         if admission.generation == self.generation
             && admission.probe
@@ -338,6 +443,27 @@ impl Breaker {
     /// and `open_until > at`), else `None`.
     ///
     /// Lets the caller skip sleeping a backoff only to be refused afterwards.
+    ///
+    /// ```
+    /// use resilient_api::circuit_breaker::state::{
+    ///     Breaker, BreakerConfig, BreakerMode, Outcome,
+    /// };
+    /// use std::time::Duration;
+    /// use tokio::time::Instant;
+    ///
+    /// let mut breaker = Breaker::new(BreakerConfig {
+    ///     mode: BreakerMode::ConsecutiveFailures { failures: 1 },
+    ///     reset: Duration::from_secs(1),
+    ///     ..BreakerConfig::DEFAULT
+    /// });
+    /// let t0 = Instant::now();
+    /// let admission = breaker.admit(t0).0.expect("closed");
+    /// breaker.record(admission, Outcome::Failure, Duration::ZERO, t0);
+    ///
+    /// let reopens = t0 + Duration::from_secs(1);
+    /// assert_eq!(breaker.open_at(t0 + Duration::from_millis(200)), Some(reopens));
+    /// assert_eq!(breaker.open_at(reopens), None);
+    /// ```
     pub fn open_at(&self, at: Instant) -> Option<Instant> {
         match (self.phase, self.open_until) {
             (Phase::Open, Some(until)) if until > at => Some(until),
@@ -346,6 +472,18 @@ impl Breaker {
     }
 
     /// The observable state at `now` (window counts exclude expired buckets).
+    ///
+    /// ```
+    /// use resilient_api::circuit_breaker::state::{Breaker, BreakerConfig, Outcome};
+    /// use std::time::Duration;
+    /// use tokio::time::Instant;
+    ///
+    /// let mut breaker = Breaker::new(BreakerConfig::DEFAULT);
+    /// let now = Instant::now();
+    /// let admission = breaker.admit(now).0.expect("closed");
+    /// breaker.record(admission, Outcome::Failure, Duration::ZERO, now);
+    /// assert_eq!(breaker.snapshot(now).consecutive_failures, 1);
+    /// ```
     pub fn snapshot(&self, now: Instant) -> CircuitState {
         let (calls_in_window, failures_in_window) = self.window.totals(now);
         CircuitState {
@@ -368,6 +506,19 @@ impl Breaker {
     /// counted, no slow-call rule. A shell may then admit and record without
     /// touching this state (as [`Breaker::admit`] would: `Admission { generation,
     /// probe: false }`).
+    ///
+    /// ```
+    /// use resilient_api::circuit_breaker::state::{Breaker, BreakerConfig, Outcome};
+    /// use std::time::Duration;
+    /// use tokio::time::Instant;
+    ///
+    /// let mut breaker = Breaker::new(BreakerConfig::DEFAULT);
+    /// assert_eq!(breaker.quiet_generation(), Some(0));
+    /// let now = Instant::now();
+    /// let admission = breaker.admit(now).0.expect("closed");
+    /// breaker.record(admission, Outcome::Failure, Duration::ZERO, now);
+    /// assert_eq!(breaker.quiet_generation(), None); // a failure is counted now
+    /// ```
     pub fn quiet_generation(&self) -> Option<u64> {
         let quiet = self.phase == Phase::Closed
             && matches!(self.config.mode, BreakerMode::ConsecutiveFailures { .. })

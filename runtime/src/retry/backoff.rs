@@ -52,6 +52,18 @@ use crate::jitter::Jitter;
 /// In the exponential variants a `factor` of 0 is treated as 1 (a constant delay), so
 /// a slip of the pen can never turn into retries without any wait. A `cap` below
 /// `base` wins: every wait is then exactly `cap`.
+///
+/// ```
+/// use resilient_api::retry::backoff::Backoff;
+/// use std::time::Duration;
+///
+/// // Decorrelated jitter between 100 ms and 10 s.
+/// const SPREAD: Backoff = Backoff::DecorrelatedJitter {
+///     base: Duration::from_millis(100),
+///     cap: Duration::from_secs(10),
+/// };
+/// # let _ = SPREAD;
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backoff {
     /// The same wait before every retry. A zero delay is allowed.
@@ -136,6 +148,20 @@ impl Default for Backoff {
 }
 
 /// The waits of one call, from [`Backoff::iter`]. Never ends.
+///
+/// ```
+/// use resilient_api::Jitter;
+/// use resilient_api::retry::backoff::Backoff;
+/// use std::time::Duration;
+///
+/// let backoff = Backoff::Exponential {
+///     base: Duration::from_millis(100),
+///     factor: 2,
+///     cap: Duration::from_millis(300),
+/// };
+/// let waits: Vec<Duration> = backoff.iter(Jitter::random()).take(4).collect();
+/// assert_eq!(waits, [100, 200, 300, 300].map(Duration::from_millis));
+/// ```
 #[derive(Clone, Debug)]
 pub struct BackoffIter {
     backoff: Backoff,

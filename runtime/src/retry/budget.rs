@@ -82,6 +82,18 @@ pub struct BudgetConfig {
 
 impl BudgetConfig {
     /// `ttl` 10 s, `min_per_sec` 10, `retry_ratio` 0.2.
+    ///
+    /// ```
+    /// use resilient_api::retry::budget::BudgetConfig;
+    ///
+    /// // Let a tenth of calls be retried, with a floor of one retry a second.
+    /// const STRICT: BudgetConfig = BudgetConfig {
+    ///     min_per_sec: 1,
+    ///     retry_ratio: 0.1,
+    ///     ..BudgetConfig::DEFAULT
+    /// };
+    /// # let _ = STRICT;
+    /// ```
     pub const DEFAULT: BudgetConfig = BudgetConfig {
         ttl: Duration::from_secs(10),
         min_per_sec: 10,
@@ -121,6 +133,16 @@ pub struct RetryBudget {
 
 impl RetryBudget {
     /// A budget with nothing deposited; its buckets are counted from `now`.
+    ///
+    /// ```
+    /// use resilient_api::retry::budget::{BudgetConfig, RetryBudget};
+    /// use tokio::time::Instant;
+    ///
+    /// let now = Instant::now();
+    /// // The floor alone: 10 per second over 10 s is 100 retries without any traffic.
+    /// let budget = RetryBudget::new(BudgetConfig::DEFAULT, now);
+    /// assert_eq!((0..101).filter(|_| budget.withdraw(now)).count(), 100);
+    /// ```
     #[must_use]
     pub fn new(config: BudgetConfig, now: Instant) -> Self {
         let ttl = config.ttl.max(Duration::from_secs(1));
@@ -151,6 +173,19 @@ impl RetryBudget {
     }
 
     /// Records a first attempt of a call, which earns `retry_ratio` retries.
+    ///
+    /// ```
+    /// use resilient_api::retry::budget::{BudgetConfig, RetryBudget};
+    /// use tokio::time::Instant;
+    ///
+    /// let now = Instant::now();
+    /// let config = BudgetConfig { min_per_sec: 0, retry_ratio: 0.5, ..BudgetConfig::DEFAULT };
+    /// let budget = RetryBudget::new(config, now);
+    /// budget.deposit(now);
+    /// assert!(!budget.withdraw(now)); // half a retry is not a retry
+    /// budget.deposit(now);
+    /// assert!(budget.withdraw(now));
+    /// ```
     pub fn deposit(&self, now: Instant) {
         let epoch = self.epoch_of(now);
         // A `now` older than the newest bucket (callers racing) counts in the newest.
@@ -168,6 +203,21 @@ impl RetryBudget {
 
     /// Asks for one retry (or hedge). `true`: go ahead, it has been counted. `false`:
     /// the budget is exhausted and the call must not be retried.
+    ///
+    /// ```
+    /// use resilient_api::retry::budget::{BudgetConfig, RetryBudget};
+    /// use std::time::Duration;
+    /// use tokio::time::Instant;
+    ///
+    /// let t0 = Instant::now();
+    /// let config = BudgetConfig { min_per_sec: 0, retry_ratio: 1.0, ..BudgetConfig::DEFAULT };
+    /// let budget = RetryBudget::new(config, t0);
+    /// budget.deposit(t0);
+    /// assert!(budget.withdraw(t0));
+    /// assert!(!budget.withdraw(t0)); // spent
+    /// budget.deposit(t0 + Duration::from_secs(1));
+    /// assert!(budget.withdraw(t0 + Duration::from_secs(1)));
+    /// ```
     #[must_use]
     pub fn withdraw(&self, now: Instant) -> bool {
         let epoch = self.epoch_of(now);

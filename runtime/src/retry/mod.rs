@@ -38,6 +38,20 @@ use backoff::Backoff;
 pub const DEFAULT_RETRY_ON: &[u16] = &[408, 425, 429, 500, 502, 503, 504];
 
 /// Retry settings of one endpoint. Const-constructible.
+///
+/// ```
+/// use resilient_api::retry::RetryPolicy;
+/// use std::time::Duration;
+///
+/// // As `#[retry(max = 4, on = [503])]` declares it, honouring `Retry-After` up to 10 s.
+/// const PATIENT: RetryPolicy = RetryPolicy {
+///     max: 4,
+///     on: &[503],
+///     retry_after_cap: Duration::from_secs(10),
+///     ..RetryPolicy::DEFAULT
+/// };
+/// assert!(!PATIENT.retries_status(502));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RetryPolicy {
     /// Retries after the first attempt: `max = 2` is three attempts.
@@ -60,6 +74,12 @@ impl RetryPolicy {
     };
 
     /// Whether `status` is in the retry set.
+    ///
+    /// ```
+    /// use resilient_api::retry::RetryPolicy;
+    /// assert!(RetryPolicy::DEFAULT.retries_status(429));
+    /// assert!(!RetryPolicy::DEFAULT.retries_status(501)); // not implemented stays so
+    /// ```
     pub fn retries_status(&self, status: u16) -> bool {
         self.on.contains(&status)
     }
