@@ -5,13 +5,18 @@
 //! what actually reaches the upstream, not for calls. Callers that must wait line up
 //! first come, first served. Waiting is bounded by the call's deadline, and the
 //! decision is made up front: when the next free token would come at or after the
-//! deadline, [`RateLimiter::acquire`] fails at once with [`RateLimited`] (carrying
-//! when a token would have been free) rather than sleeping just to fail. A waiter
+//! deadline, or in the deadline's own millisecond (tokio's timer wakes on whole
+//! milliseconds, so the deadline would win that race), [`RateLimiter::acquire`] fails
+//! at once with [`RateLimited`] (carrying when a token would have been free) rather
+//! than sleeping just to fail. A waiter
 //! that gives up takes nothing: the one behind it moves up to its earlier time.
 //!
 //! The bucket is kept as a theoretical arrival time in whole nanoseconds (GCRA), so
 //! spacing is exact (10 per second is one token every 100 ms, not 99.999...) and no
-//! input can overflow or panic.
+//! input can overflow or panic. A waiter woken by the timer takes its token as of
+//! when it was due, not when the millisecond timer got round to it, so a rate whose
+//! interval is not a whole number of milliseconds does not drift: three per second
+//! is served at 0, 334, 667, 1001, 1334, 1667 and 2001 ms, never further behind.
 //!
 //! # When to use
 //! When the upstream publishes a request rate (an API quota) or you want to smooth
@@ -207,7 +212,7 @@ impl RateLimiter {
         let place = {
             let mut state = self.lock();
             let ready = self.ready_at(&state, now, state.waiting.saturating_add(1));
-            if self.missed(ready, deadline) {
+            if self.missed(ready, now, deadline) {
                 return Err(RateLimited {
                     retry_at: self.instant(ready),
                 });
@@ -246,26 +251,34 @@ impl RateLimiter {
                 }
             },
         };
+        // When the timer woke this waiter: the time its token was due. The timer wakes
+        // on whole milliseconds, so up to one late; the token is taken as of when it
+        // was due, so that lateness does not push back every token after it.
+        let mut due: Option<u128> = None;
         loop {
             // Registered before looking, so a refund in between is not missed.
             let refunded = self.refunded.notified();
             let now = self.ns(Instant::now());
             let ready = {
                 let mut state = self.lock();
-                if let Some(token) = self.take(&mut state, now) {
+                let token = due
+                    .take()
+                    .and_then(|due| self.take(&mut state, due.min(now)))
+                    .or_else(|| self.take(&mut state, now));
+                if let Some(token) = token {
                     state.waiting -= 1;
                     place.served = true;
                     return Ok(token);
                 }
                 self.ready_at(&state, now, 1)
             };
-            if self.missed(ready, deadline) {
+            if self.missed(ready, now, deadline) {
                 return Err(RateLimited {
                     retry_at: self.instant(ready),
                 });
             }
             tokio::select! {
-                () = sleep_until(self.instant(ready)) => {}
+                () = sleep_until(self.instant(ready)) => due = Some(ready),
                 () = refunded => {}
             }
         }
@@ -340,8 +353,18 @@ impl RateLimiter {
             .max(now)
     }
 
-    fn missed(&self, ready: u128, deadline: Option<Instant>) -> bool {
-        deadline.is_some_and(|deadline| ready >= self.ns(deadline))
+    /// Whether a token free at `ready` comes too late for `deadline`: at or after it,
+    /// or (when it must be waited for) in the same millisecond. tokio's timer wakes
+    /// on whole milliseconds, so a wait for that token would end with the deadline's
+    /// own timer, and the call would have slept just to fail. Milliseconds are
+    /// counted from the limiter's creation, which the paused clock of tests puts on
+    /// the timer's own ticks.
+    fn missed(&self, ready: u128, now: u128, deadline: Option<Instant>) -> bool {
+        const MS: u128 = 1_000_000;
+        deadline.is_some_and(|deadline| {
+            let deadline = self.ns(deadline);
+            ready >= deadline || (ready > now && ready.div_ceil(MS) >= deadline.div_ceil(MS))
+        })
     }
 
     fn ns(&self, at: Instant) -> u128 {

@@ -255,3 +255,61 @@ async fn rate_limit_token_of_an_attempt_never_sent_goes_back() {
     assert_eq!(t.attempts(), 1);
     assert_nothing_leaked(&t);
 }
+
+/// Three per second, burst 1: one token every 333.333334 ms, which the millisecond
+/// timer serves at 334, 667 and 1000 ms.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 0),
+    rate_limit(per_second = 3, burst = 1)
+)]
+pub trait Thirds {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+/// Regression: the next token is due at 333.33 ms, inside the deadline's own
+/// millisecond (334). The call used to join the line, sleep until 334 and then end
+/// with `Deadline`, which fires in the same tick; it is now refused at once.
+#[tokio::test(start_paused = true)]
+async fn rate_limit_token_due_in_the_deadlines_millisecond_is_refused_at_once() {
+    let t = ScriptedTransport::new([Step::status(200).body("first")]);
+    let clock = Clock::start();
+    let api = scripted::<ThirdsClient>(&t);
+    assert_eq!(api.resource().await.unwrap(), "first");
+
+    let err = api
+        .with_options(CallOptions::new().deadline(ms(334)))
+        .resource()
+        .await
+        .unwrap_err();
+    assert_eq!((err.kind(), clock.now_ms()), (ErrorKind::RateLimited, 0));
+    assert_eq!(t.attempts(), 1);
+    // A deadline one millisecond later is met: the token is served at 334.
+    t.push([Step::status(200).body("second")]);
+    let ok = api
+        .with_options(CallOptions::new().deadline(ms(335)))
+        .resource()
+        .await;
+    assert_eq!((ok.unwrap(), clock.now_ms()), ("second".to_owned(), 334));
+    assert_nothing_leaked(&t);
+}
+
+/// Regression: a waiter woken up to a millisecond after its token was due took it as
+/// of the wake-up, so every later token slipped too: 0, 334, 668, 1002 ms (2.994 per
+/// second). Tokens are now taken as of when they were due: at 333.333334,
+/// 666.666668 and 1000.000002 ms (the interval is rounded up to a whole nanosecond,
+/// so that the rate is never exceeded), which the millisecond timer serves at 334,
+/// 667 and 1001.
+#[tokio::test(start_paused = true)]
+async fn rate_limit_fractional_interval_does_not_drift() {
+    let t = ScriptedTransport::new((0..7).map(|_| Step::status(200).body("ok")));
+    let api = scripted::<ThirdsClient>(&t);
+    for _ in 0..7 {
+        assert_eq!(api.resource().await.unwrap(), "ok");
+    }
+    assert_eq!(
+        t.dispatch_times(),
+        [0, 334, 667, 1001, 1334, 1667, 2001].map(ms).to_vec()
+    );
+}
