@@ -226,3 +226,42 @@ async fn slow_call_threshold_is_inclusive() {
     assert_eq!(t.attempts(), 4);
     assert_nothing_leaked(&t);
 }
+
+/// 20% of at least 10 calls over 10 s trips it.
+#[resilient_api(
+    timeout(attempt = "1s"),
+    retry(max = 0),
+    breaker(failure_rate = 0.2, window = "10s", min_calls = 10, reset = "1s")
+)]
+pub trait Rate20 {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+/// Regression: `failure_rate = 0.2` is the `f32` 0.200000003, and 2 failures in 10
+/// calls (exactly 20%) were compared against 2.00000003 and left it closed.
+#[tokio::test(start_paused = true)]
+async fn failure_rate_trips_at_exactly_a_decimal_threshold() {
+    let mut steps: Vec<Step> = (0..8).map(|_| Step::status(200).body("ok")).collect();
+    steps.extend([Step::status(503), Step::status(503)]);
+    let t = ScriptedTransport::new(steps);
+    let api = scripted::<Rate20Client>(&t);
+    for _ in 0..8 {
+        assert_eq!(api.resource().await.unwrap(), "ok");
+    }
+    assert_eq!(api.resource().await.unwrap_err().status(), Some(503));
+    assert_eq!(
+        api.circuit_state().phase,
+        Phase::Closed,
+        "1 of 9 is under 20%"
+    );
+    assert_eq!(api.resource().await.unwrap_err().status(), Some(503));
+    let s = api.circuit_state();
+    assert_eq!((s.calls_in_window, s.failures_in_window), (10, 2));
+    assert_eq!(s.phase, Phase::Open, "2 of 10 is exactly 20%");
+    assert_eq!(
+        api.resource().await.unwrap_err().kind(),
+        ErrorKind::CircuitOpen
+    );
+    assert_eq!(t.attempts(), 10);
+}

@@ -21,7 +21,7 @@
 //! ([`BreakerMode::ConsecutiveFailures`]), stay open 30 s, then admit 1 probe; no
 //! slow-call rule. Out-of-range values never panic: a threshold, a probe count or a
 //! minimum number of calls of 0 is treated as 1, and a failure-rate threshold is
-//! clamped into `(0, 1]` (NaN is treated as 1).
+//! used in steps of 1/10 000, clamped into `[0.0001, 1]` (NaN is treated as 1).
 //!
 //! # Example
 //!
@@ -65,6 +65,24 @@ use tokio::time::Instant;
 
 /// Number of buckets the failure-rate window is divided into.
 const BUCKETS: usize = 10;
+
+/// A failure-rate threshold is used in steps of 1/10 000.
+const RATE_UNIT: u64 = 10_000;
+
+/// `threshold` in steps of 1/10 000, between 1 and [`RATE_UNIT`] (NaN: all of it).
+///
+/// Compared in whole numbers because the `f32` closest to a decimal threshold is
+/// often a little above it (0.2 is 0.200000003): "at least 20%" must trip at
+/// exactly 2 failures in 10 calls.
+fn rate_units(threshold: f32) -> u64 {
+    if threshold.is_nan() {
+        return RATE_UNIT;
+    }
+    // Clamped into [1, RATE_UNIT] first: the cast cannot truncate.
+    (f64::from(threshold) * RATE_UNIT as f64)
+        .round()
+        .clamp(1.0, RATE_UNIT as f64) as u64
+}
 
 /// How a breaker is configured.
 ///
@@ -147,7 +165,8 @@ pub enum BreakerMode {
     /// assert_eq!(breaker.snapshot(now).phase, Phase::Open);
     /// ```
     FailureRate {
-        /// Failure share that trips the breaker, in `(0, 1]`.
+        /// Failure share that trips the breaker, in `(0, 1]`, used in steps of
+        /// 1/10 000 (so `0.2` is exactly 20%).
         threshold: f32,
         /// Length of the rolling window.
         window: Duration,
@@ -558,13 +577,8 @@ impl Breaker {
             } => {
                 self.window.add(now, failed);
                 let (calls, failures) = self.window.totals(now);
-                let threshold = if threshold.is_nan() {
-                    1.0
-                } else {
-                    threshold.clamp(f32::MIN_POSITIVE, 1.0)
-                };
                 calls >= min_calls.max(1)
-                    && f64::from(failures) >= f64::from(threshold) * f64::from(calls)
+                    && u64::from(failures) * RATE_UNIT >= rate_units(threshold) * u64::from(calls)
             }
         };
         trips.then(|| self.trip(now))
@@ -1283,6 +1297,36 @@ mod tests {
         assert_eq!(call(&mut b, Outcome::Failure, base), None, "2/5 < 0.5");
         let t = call(&mut b, Outcome::Failure, base);
         assert_eq!(t.map(|t| t.to), Some(Phase::Open), "3/6 >= 0.5");
+    }
+
+    /// Regression: 0.2 as an `f32` is 0.200000003, and 2 failures in 10 calls were
+    /// compared against 2.00000003 and did not trip.
+    #[test]
+    fn failure_rate_trips_at_exactly_a_decimal_threshold() {
+        for (threshold, calls, failures) in [(0.2, 10, 2), (0.1, 10, 1), (0.3, 10, 3), (0.6, 5, 3)]
+        {
+            let base = Instant::now();
+            let mut b = Breaker::new(rate(threshold, 10_000, calls));
+            for _ in 0..calls - failures {
+                assert_eq!(call(&mut b, Outcome::Success, base), None);
+            }
+            for _ in 0..failures - 1 {
+                assert_eq!(call(&mut b, Outcome::Failure, base), None);
+            }
+            let t = call(&mut b, Outcome::Failure, base);
+            assert_eq!(
+                t.map(|t| t.to),
+                Some(Phase::Open),
+                "{failures} of {calls} is exactly {threshold}"
+            );
+        }
+        // Just under it does not trip: 1 of 10 against 0.2.
+        let base = Instant::now();
+        let mut b = Breaker::new(rate(0.2, 10_000, 10));
+        for _ in 0..9 {
+            assert_eq!(call(&mut b, Outcome::Success, base), None);
+        }
+        assert_eq!(call(&mut b, Outcome::Failure, base), None);
     }
 
     #[test]
