@@ -99,8 +99,8 @@ pub(crate) struct Verdict<'a> {
     pub(crate) admission: AdmissionGuard<'a>,
     pub(crate) outcome: Outcome,
     started: Instant,
-    /// When the attempt ended; `None`: it is recorded in the poll it ended in, so
-    /// the clock is read then, and only if the breaker needs the time.
+    /// When the attempt ended, for its latency; `None`: it is recorded in the poll
+    /// it ended in, so the clock is read then, and only if the breaker needs the time.
     ended: Option<Instant>,
 }
 
@@ -119,8 +119,11 @@ impl Verdict<'_> {
     fn record_as(self, outcome: Outcome) {
         let (started, ended) = (self.started, self.ended);
         self.admission.record(outcome, || {
-            let ended = ended.unwrap_or_else(Instant::now);
-            (ended.saturating_duration_since(started), ended)
+            // Recorded now, whenever the attempt ended: a failure recorded late (a
+            // hedged round's, at the round's end) still starts a full cooldown.
+            let now = Instant::now();
+            let ended = ended.unwrap_or(now);
+            (ended.saturating_duration_since(started), now)
         });
     }
 }
@@ -518,6 +521,9 @@ impl Call<'_> {
             let partition = &self.ep.partition;
             // Rounds: one attempt each, or one hedged group of attempts.
             let mut round: u32 = 0;
+            // The last round's failure, while a retry is on its way: the source of a
+            // policy's refusal of that retry.
+            let mut last: Option<ApiError> = None;
             loop {
                 if round == 0
                     && let Some(b) = &partition.budget
@@ -549,7 +555,17 @@ impl Call<'_> {
                     };
                     match result {
                         Ok(raw) => return Ok(raw),
-                        Err(failure) => self.next_wait(failure, round, replayable, &mut backoff)?,
+                        Err(mut failure) => {
+                            if let Some(last) = last.take()
+                                && failure.error.is_rejection()
+                            {
+                                failure.error = failure.error.with_source(last);
+                            }
+                            let (wait, error) =
+                                self.next_wait(failure, round, replayable, &mut backoff)?;
+                            last = Some(error);
+                            wait
+                        }
                     }
                 };
                 if !wait.is_zero() {
@@ -559,8 +575,9 @@ impl Call<'_> {
         }
     }
 
-    /// After a failed round: the wait before the next one, or the error that ends the
-    /// call. Out of line: the retry loop's hot path is the first round succeeding.
+    /// After a failed round: the wait before the next one and the round's error, or
+    /// the error that ends the call. Out of line: the retry loop's hot path is the
+    /// first round succeeding.
     #[inline(never)]
     fn next_wait(
         &self,
@@ -568,7 +585,7 @@ impl Call<'_> {
         round: u32,
         replayable: bool,
         backoff: &mut Option<Box<BackoffIter>>,
-    ) -> Result<Duration, ApiError> {
+    ) -> Result<(Duration, ApiError), ApiError> {
         let spec = self.ep.spec;
         let retry = &spec.policy.retry;
         let partition = &self.ep.partition;
@@ -658,7 +675,7 @@ impl Call<'_> {
             "retrying"
         );
         crate::observe::metrics_impl::retry(spec.name, &partition.name);
-        Ok(wait)
+        Ok((wait, error))
     }
 
     /// One attempt whose breaker outcome is handed back instead of recorded, so a
@@ -1053,19 +1070,23 @@ impl Call<'_> {
         let spec = self.ep.spec;
         let code = status.as_u16();
         let retryable = spec.idempotent && spec.policy.retry.retries_status(code);
-        let server_wait = if retryable {
-            crate::retry::retry_after::server_wait(
-                &headers,
-                (self.inner.wall_clock)(),
-                spec.policy.retry.retry_after_cap,
-            )
-        } else {
-            None
-        };
+        // On the error whether or not it is retried: a caller whose retries are spent
+        // (or off) still learns when the server asked to be called again.
+        let server_wait = crate::retry::retry_after::server_wait(
+            &headers,
+            (self.inner.wall_clock)(),
+            spec.policy.retry.retry_after_cap,
+        );
+        let mut error = ApiError::new(ErrorKind::Status).with_status(code, headers, body);
+        if let Some(wait) = server_wait
+            && let Some(at) = Instant::now().checked_add(wait)
+        {
+            error.set_retry_at(at, wait);
+        }
         Failure {
-            error: ApiError::new(ErrorKind::Status).with_status(code, headers, body),
+            error,
             retryable,
-            server_wait,
+            server_wait: server_wait.filter(|_| retryable),
         }
     }
 

@@ -188,3 +188,52 @@ async fn s7_open_breaker_refuses_the_hedge_branch_too() {
     assert_refused(&t, &api, &clock).await;
     recover(&t, &api, &clock, 1005).await;
 }
+
+/// One failure trips it for 100 ms; a hedged endpoint with no retry.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 0),
+    breaker(failures = 1, reset = "100ms")
+)]
+pub trait HedgedTrip {
+    #[get("/search")]
+    #[hedge(delay = "10ms", max = 2)]
+    async fn search(&self) -> Result<String, ApiError>;
+
+    #[get("/plain")]
+    async fn plain(&self) -> Result<String, ApiError>;
+}
+
+/// Regression: a hedged round whose branches all fail trips the breaker when the
+/// round ends (210 ms), but the cooldown was counted from when the first branch
+/// failed (5 + 100 = 105 ms, already past), so the breaker was never really open.
+/// It now refuses for its full reset, until 310 ms.
+#[tokio::test(start_paused = true)]
+async fn hedged_trip_gets_a_full_cooldown() {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("primary").delay(ms(5)),
+        Step::status(503).body("hedge").delay(ms(200)),
+    ]);
+    let start = tokio::time::Instant::now();
+    let clock = Clock::start();
+    let api = scripted::<HedgedTripClient>(&t);
+
+    let e = api.search().await.unwrap_err();
+    assert_eq!(
+        (e.kind(), clock.now_ms()),
+        (ErrorKind::AllHedgesFailed, 210)
+    );
+    assert_eq!(t.attempts(), 2);
+    let s = api.circuit_state();
+    assert_eq!(s.phase, Phase::Open);
+    assert_eq!(s.open_until.map(|u| u - start), Some(ms(310)));
+    // Refused without a dispatch until then, admitted at exactly 310 ms.
+    t.push([Step::status(200).body("probe")]);
+    let refused = api.plain().await.unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::CircuitOpen);
+    assert_eq!(t.attempts(), 2);
+    tokio::time::sleep_until(start + ms(310)).await;
+    assert_eq!(api.plain().await.unwrap(), "probe");
+    assert_eq!(api.circuit_state().phase, Phase::Closed);
+    assert_nothing_leaked(&t);
+}
