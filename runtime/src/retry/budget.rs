@@ -1,8 +1,9 @@
 //! A retry budget: retries may be at most a fixed fraction of recent traffic, plus a small floor.
 //!
 //! # When to use
-//! One budget is shared by every call of a client (it is on by default). Each first
-//! attempt of a call [`deposit`](RetryBudget::deposit)s; each retry or hedge must
+//! One budget is shared by every call to a partition (by default one per client,
+//! that is per upstream host; it is on by default). Each first attempt of a call
+//! [`deposit`](RetryBudget::deposit)s; each retry or hedge must
 //! [`withdraw`](RetryBudget::withdraw) first, and a refused withdrawal ends the call
 //! with `BudgetExhausted`, whose source is the call's last error.
 //!
@@ -108,7 +109,7 @@ impl Default for BudgetConfig {
     }
 }
 
-/// A thread-safe retry budget shared by the calls of one client. See the
+/// A thread-safe retry budget shared by the calls to one partition. See the
 /// [module docs](self) for what it allows, exactly.
 ///
 /// Every method takes `&self` and the current time; none allocates.
