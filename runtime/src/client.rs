@@ -58,6 +58,29 @@ use crate::transport::{Dispatcher, HttpRequest, Transport};
 
 /// Options for the calls made through one client handle, set with
 /// `client.with_options(...)` without changing the trait.
+///
+/// ```
+/// # use resilient_api::testing::{ScriptedTransport, Step};
+/// # use resilient_api::{resilient_api, ApiError};
+/// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+/// # pub trait Users {
+/// #     #[get("/users/{id}")]
+/// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+/// # }
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), ApiError> {
+/// use resilient_api::{CallOptions, CancellationToken};
+/// use std::time::Duration;
+/// let t = ScriptedTransport::new([Step::status(200).body("ann")]);
+/// let api = UsersClient::builder().transport(t).build()?;
+/// let token = CancellationToken::new();
+/// let options = CallOptions::new()
+///     .deadline(Duration::from_millis(300))
+///     .cancel_on(token.clone());
+/// let quick = api.with_options(options); // same pools, breakers and bulkheads as `api`
+/// assert_eq!(quick.user(7).await?, "ann");
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct CallOptions {
     pub(crate) deadline: Option<Duration>,
@@ -66,12 +89,52 @@ pub struct CallOptions {
 
 impl CallOptions {
     /// No extra options.
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// use resilient_api::CallOptions;
+    /// let t = ScriptedTransport::new([Step::status(200).body("ann")]);
+    /// let api = UsersClient::builder().transport(t).build()?;
+    /// let plain = api.with_options(CallOptions::new()); // the trait's own timeouts, no token
+    /// assert_eq!(plain.user(7).await?, "ann");
+    /// # Ok(()) }
+    /// ```
     pub fn new() -> Self {
         CallOptions::default()
     }
 
     /// A total deadline for each call; the shorter of this and the endpoint's `total`
     /// applies.
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// use resilient_api::{CallOptions, ErrorKind};
+    /// use std::time::Duration;
+    /// let t = ScriptedTransport::new([Step::hang()]); // the server never answers
+    /// let api = UsersClient::builder().transport(t).build()?;
+    /// let quick = api.with_options(CallOptions::new().deadline(Duration::from_millis(300)));
+    /// let start = tokio::time::Instant::now();
+    /// let Err(e) = quick.user(7).await else { unreachable!() };
+    /// assert_eq!(e.kind(), ErrorKind::Deadline);
+    /// assert_eq!(start.elapsed(), Duration::from_millis(300)); // not the 5 s attempt timeout
+    /// # Ok(()) }
+    /// ```
     #[must_use]
     pub fn deadline(mut self, deadline: Duration) -> Self {
         self.deadline = Some(deadline);
@@ -80,6 +143,29 @@ impl CallOptions {
 
     /// Cancel calls when `token` is cancelled: they end with
     /// [`ErrorKind::Cancelled`](crate::ErrorKind::Cancelled) in the same tick.
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// use resilient_api::{CallOptions, CancellationToken, ErrorKind};
+    /// use std::time::Duration;
+    /// let t = ScriptedTransport::new([Step::hang()]);
+    /// let token = CancellationToken::new();
+    /// let api = UsersClient::builder().transport(t.clone()).build()?;
+    /// let api = api.with_options(CallOptions::new().cancel_on(token.clone()));
+    /// let closed = async { tokio::time::sleep(Duration::from_millis(50)).await; token.cancel() };
+    /// let (result, ()) = tokio::join!(api.user(7), closed); // e.g. the user closed the page
+    /// assert_eq!(result.err().map(|e| e.kind()), Some(ErrorKind::Cancelled));
+    /// assert_eq!(t.in_flight(), 0); // the attempt was dropped too
+    /// # Ok(()) }
+    /// ```
     #[must_use]
     pub fn cancel_on(mut self, token: CancellationToken) -> Self {
         self.cancel = Some(token);
@@ -101,6 +187,32 @@ pub type OnRetry = Arc<dyn Fn(&RetryEvent<'_>) -> Result<(), BoxError> + Send + 
 pub type Middleware = Arc<dyn Fn(&mut HttpRequest) -> Result<(), BoxError> + Send + Sync>;
 
 /// What an [`OnRetry`] hook is told.
+///
+/// ```
+/// # use resilient_api::testing::{ScriptedTransport, Step};
+/// # use resilient_api::{resilient_api, ApiError};
+/// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"), retry(backoff = fixed(delay = "20ms")))]
+/// # pub trait Users {
+/// #     #[get("/users/{id}")]
+/// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+/// # }
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), ApiError> {
+/// use resilient_api::client::RetryEvent;
+/// let t = ScriptedTransport::new([Step::status(503), Step::status(200).body("ann")]);
+/// let (tx, rx) = std::sync::mpsc::channel();
+/// let api = UsersClient::builder()
+///     .transport(t)
+///     .on_retry(move |ev: &RetryEvent<'_>| {
+///         tx.send((ev.endpoint, ev.attempt, ev.error.status(), ev.wait.as_millis()))?;
+///         Ok(())
+///     })
+///     .build()?;
+/// assert_eq!(api.user(7).await?, "ann");
+/// let seen: Vec<_> = rx.try_iter().collect();
+/// assert_eq!(seen, [("user", 1, Some(503), 20)]); // `backoff = fixed(delay = "20ms")`
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub struct RetryEvent<'a> {
     /// The endpoint's name.
@@ -154,11 +266,71 @@ struct EngineInner {
 
 impl Engine {
     /// An engine with no global limit.
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://shop.test", timeout(attempt = "5s"), retry(max = 0))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[resilient_api(base_url = "https://shop.test", timeout(attempt = "5s"), retry(max = 0))]
+    /// # pub trait Orders {
+    /// #     #[get("/orders/{id}")]
+    /// #     async fn order(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// # let t = ScriptedTransport::new([]);
+    /// use resilient_api::Engine;
+    /// let engine = Engine::new();
+    /// let users = UsersClient::builder()
+    /// #   .transport(t.clone())
+    ///     .engine(engine.clone())
+    ///     .build()?;
+    /// let orders = OrdersClient::builder()
+    /// #   .transport(t.clone())
+    ///     .engine(engine) // same host: the same breaker, bulkhead and budget as `users`
+    ///     .build()?;
+    /// # let _ = (users, orders);
+    /// # Ok(()) }
+    /// ```
     pub fn new() -> Self {
         Engine::default()
     }
 
     /// Limit the attempts in flight across every client of this engine.
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://users.test", timeout(attempt = "5s"), retry(max = 0))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[resilient_api(base_url = "https://orders.test", timeout(attempt = "5s"), retry(max = 0))]
+    /// # pub trait Orders {
+    /// #     #[get("/orders/{id}")]
+    /// #     async fn order(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// use resilient_api::{bulkhead::BulkheadConfig, Engine, ErrorKind};
+    /// use std::time::Duration;
+    /// let slow = Step::status(200).body("ann").delay(Duration::from_millis(50));
+    /// let t = ScriptedTransport::new([slow]);
+    /// // One attempt at a time across both clients, and no queue.
+    /// let engine = Engine::new().global_bulkhead(BulkheadConfig::new(1, 0));
+    /// let users = UsersClient::builder().engine(engine.clone()).transport(t.clone()).build()?;
+    /// let orders = OrdersClient::builder().engine(engine).transport(t.clone()).build()?;
+    /// let (user, order) = tokio::join!(users.user(7), orders.order(1)); // two hosts, one limit
+    /// assert_eq!(user?, "ann");
+    /// assert_eq!(order.err().map(|e| e.kind()), Some(ErrorKind::BulkheadFull));
+    /// assert_eq!(t.attempts(), 1);
+    /// # Ok(()) }
+    /// ```
     #[must_use]
     pub fn global_bulkhead(self, config: BulkheadConfig) -> Self {
         let partitions = match Arc::try_unwrap(self.inner) {
@@ -301,6 +473,27 @@ impl fmt::Debug for Handle {
 
 /// Builds a generated client. Setters take and return the builder by value;
 /// [`build`](ClientBuilder::build) reports bad configuration as an error.
+///
+/// ```
+/// # use resilient_api::testing::{ScriptedTransport, Step};
+/// # use resilient_api::{resilient_api, ApiError};
+/// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+/// # pub trait Users {
+/// #     #[get("/users/{id}")]
+/// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+/// # }
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), ApiError> {
+/// let t = ScriptedTransport::new([Step::status(200).body("ann")]);
+/// let api = UsersClient::builder() // a `ClientBuilder<UsersClient>`
+///     .base_url("https://staging.api.test")
+///     .transport(t.clone())
+///     .header("user-agent", "billing/1.4")
+///     .build()?;
+/// assert_eq!(api.user(7).await?, "ann");
+/// assert_eq!(t.requests()[0].url, "https://staging.api.test/users/7");
+/// # Ok(()) }
+/// ```
 #[must_use]
 pub struct ClientBuilder<C> {
     base_url: Option<String>,
@@ -321,6 +514,26 @@ pub struct ClientBuilder<C> {
 }
 
 /// The default response size limit: 4 MiB.
+///
+/// ```
+/// # use resilient_api::testing::{ScriptedTransport, Step};
+/// # use resilient_api::{resilient_api, ApiError};
+/// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+/// # pub trait Users {
+/// #     #[get("/users/{id}")]
+/// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+/// # }
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), ApiError> {
+/// use resilient_api::client::DEFAULT_MAX_BODY;
+/// assert_eq!(DEFAULT_MAX_BODY, 4 * 1024 * 1024);
+/// let api = UsersClient::builder()
+/// #   .transport(ScriptedTransport::new([]))
+///     .max_body_size(4 * DEFAULT_MAX_BODY) // this API sends large exports
+///     .build()?;
+/// # let _ = api;
+/// # Ok(()) }
+/// ```
 pub const DEFAULT_MAX_BODY: u64 = 4 * 1024 * 1024;
 
 impl<C: GeneratedClient> Default for ClientBuilder<C> {
@@ -331,6 +544,28 @@ impl<C: GeneratedClient> Default for ClientBuilder<C> {
 
 impl<C: GeneratedClient> ClientBuilder<C> {
     /// A builder with every default.
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// use resilient_api::client::{ClientBuilder, GeneratedClient};
+    /// use resilient_api::Jitter;
+    /// /// The offline builder of any generated client, for tests.
+    /// fn offline<C: GeneratedClient>(t: &ScriptedTransport) -> ClientBuilder<C> {
+    ///     ClientBuilder::new().transport(t.clone()).jitter(Jitter::fixed(0.5))
+    /// }
+    /// let t = ScriptedTransport::new([Step::status(200).body("ann")]);
+    /// let api: UsersClient = offline(&t).build()?; // the same as `UsersClient::builder()...`
+    /// assert_eq!(api.user(7).await?, "ann");
+    /// # Ok(()) }
+    /// ```
     pub fn new() -> Self {
         ClientBuilder {
             base_url: None,
@@ -353,12 +588,49 @@ impl<C: GeneratedClient> ClientBuilder<C> {
 
     /// The base URL; overrides the attribute's `base_url`. Required if the attribute
     /// has none.
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// let t = ScriptedTransport::new([Step::status(200).body("ann")]);
+    /// let api = UsersClient::builder() // the trait says `base_url = "https://api.test"`
+    ///     .base_url("http://127.0.0.1:8080/v2")
+    ///     .transport(t.clone())
+    ///     .build()?;
+    /// api.user(7).await?;
+    /// assert_eq!(t.requests()[0].url, "http://127.0.0.1:8080/v2/users/7");
+    /// # Ok(()) }
+    /// ```
     pub fn base_url(mut self, url: impl Into<String>) -> Self {
         self.base_url = Some(url.into());
         self
     }
 
     /// Put something else on the wire (default: reqwest).
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// let t = ScriptedTransport::new([Step::status(200).body("ann")]); // offline, for tests
+    /// let api = UsersClient::builder().transport(t.clone()).build()?;
+    /// assert_eq!(api.user(7).await?, "ann");
+    /// assert_eq!(t.attempts(), 1);
+    /// # Ok(()) }
+    /// ```
     pub fn transport(mut self, transport: impl Transport) -> Self {
         self.transport = Some(Arc::new(transport));
         self
@@ -366,6 +638,25 @@ impl<C: GeneratedClient> ClientBuilder<C> {
 
     /// Use this reqwest client (its connection pool, TLS and proxy settings). Turn its
     /// redirects off to let the pipeline follow them safely.
+    ///
+    /// ```
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// let http = reqwest::Client::builder()
+    ///     .redirect(reqwest::redirect::Policy::none()) // the pipeline follows them
+    ///     .pool_max_idle_per_host(4)
+    ///     .connect_timeout(Duration::from_secs(2))
+    ///     .build()?;
+    /// let api = UsersClient::builder().reqwest_client(http).build()?;
+    /// # let _ = api;
+    /// # Ok(()) }
+    /// ```
     #[cfg(feature = "reqwest")]
     pub fn reqwest_client(mut self, client: reqwest::Client) -> Self {
         self.reqwest = Some(client);
@@ -373,6 +664,29 @@ impl<C: GeneratedClient> ClientBuilder<C> {
     }
 
     /// The randomness for jitter and idempotency keys (default: random).
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"), retry(backoff = exponential_jitter(base = "200ms")))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// use resilient_api::Jitter;
+    /// use std::time::Duration;
+    /// let t = ScriptedTransport::new([Step::status(503), Step::status(503), Step::status(200)]);
+    /// let api = UsersClient::builder()
+    ///     .transport(t.clone())
+    ///     .jitter(Jitter::fixed(0.5)) // full jitter waits exactly half: 100 ms, then 200 ms
+    ///     .build()?;
+    /// api.user(7).await?;
+    /// let ms = Duration::from_millis;
+    /// assert_eq!(t.dispatch_times(), [ms(0), ms(100), ms(300)]);
+    /// # Ok(()) }
+    /// ```
     pub fn jitter(mut self, jitter: Jitter) -> Self {
         self.jitter = jitter;
         self
@@ -380,12 +694,56 @@ impl<C: GeneratedClient> ClientBuilder<C> {
 
     /// The wall clock used only to turn a `Retry-After` HTTP date into a wait
     /// (default: `SystemTime::now`). Tests fix it to make date waits exact.
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// use std::time::{Duration, SystemTime, UNIX_EPOCH};
+    /// fn fixed_now() -> SystemTime {
+    ///     UNIX_EPOCH + Duration::from_secs(1_700_000_000) // Tue, 14 Nov 2023 22:13:20 GMT
+    /// }
+    /// let t = ScriptedTransport::new([
+    ///     Step::status(503).header("retry-after", "Tue, 14 Nov 2023 22:13:22 GMT"),
+    ///     Step::status(200).body("ann"),
+    /// ]);
+    /// let api = UsersClient::builder().transport(t.clone()).wall_clock(fixed_now).build()?;
+    /// assert_eq!(api.user(7).await?, "ann");
+    /// assert_eq!(t.dispatch_times(), [Duration::ZERO, Duration::from_secs(2)]);
+    /// # Ok(()) }
+    /// ```
     pub fn wall_clock(mut self, clock: fn() -> SystemTime) -> Self {
         self.wall_clock = clock;
         self
     }
 
     /// A header sent on every request.
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// let t = ScriptedTransport::new([Step::status(200).body("ann")]);
+    /// let api = UsersClient::builder()
+    ///     .transport(t.clone())
+    ///     .header("user-agent", "billing/1.4")
+    ///     .build()?;
+    /// api.user(7).await?;
+    /// assert_eq!(t.requests()[0].headers["user-agent"], "billing/1.4");
+    /// # Ok(()) }
+    /// ```
     pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.headers.push((name.into(), value.into(), false));
         self
@@ -393,18 +751,75 @@ impl<C: GeneratedClient> ClientBuilder<C> {
 
     /// A secret header sent on every request: redacted everywhere, dropped on a
     /// cross-origin redirect.
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// let t = ScriptedTransport::new([Step::status(200).body("ann")]);
+    /// let api = UsersClient::builder()
+    ///     .transport(t.clone())
+    ///     .secret_header("x-api-key", "k-123")
+    ///     .build()?;
+    /// api.user(7).await?;
+    /// assert_eq!(t.requests()[0].headers["x-api-key"], "k-123"); // sent,
+    /// assert!(!format!("{api:?}").contains("k-123")); // but never printed
+    /// # Ok(()) }
+    /// ```
     pub fn secret_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.headers.push((name.into(), value.into(), true));
         self
     }
 
     /// `Authorization: Bearer <token>`, secret.
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// let t = ScriptedTransport::new([Step::status(200).body("ann")]);
+    /// let api = UsersClient::builder().transport(t.clone()).bearer_auth("t-42").build()?;
+    /// api.user(7).await?;
+    /// assert_eq!(t.requests()[0].headers["authorization"], "Bearer t-42");
+    /// assert!(t.requests()[0].headers["authorization"].is_sensitive());
+    /// # Ok(()) }
+    /// ```
     pub fn bearer_auth(self, token: impl fmt::Display) -> Self {
         self.secret_header("authorization", format!("Bearer {token}"))
     }
 
     /// Largest response body accepted, in bytes (default 4 MiB). A method's own limit
     /// wins.
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// use resilient_api::ErrorKind;
+    /// let t = ScriptedTransport::new([Step::status(200).body(vec![b'x'; 2048])]);
+    /// let api = UsersClient::builder().transport(t).max_body_size(1024).build()?;
+    /// let Err(e) = api.user(7).await else { unreachable!() };
+    /// assert_eq!(e.kind(), ErrorKind::BodyTooLarge);
+    /// # Ok(()) }
+    /// ```
     pub fn max_body_size(mut self, bytes: u64) -> Self {
         self.max_body = bytes;
         self
@@ -418,36 +833,176 @@ impl<C: GeneratedClient> ClientBuilder<C> {
     /// bodiless GET, as reqwest does. Once a redirect leaves the origin, credential and
     /// secret headers are dropped. Other 3xx statuses are answers, handed to the method
     /// as they are.
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// use resilient_api::ErrorKind;
+    /// let t = ScriptedTransport::new([
+    ///     Step::status(302).header("location", "/people/7"),
+    ///     Step::status(302).header("location", "/people/7/profile"),
+    /// ]);
+    /// let api = UsersClient::builder().transport(t.clone()).max_redirects(1).build()?;
+    /// let Err(e) = api.user(7).await else { unreachable!() };
+    /// assert_eq!(e.kind(), ErrorKind::Redirect); // the second redirect is one too many
+    /// assert_eq!(t.requests()[1].url, "https://api.test/people/7");
+    /// # Ok(()) }
+    /// ```
     pub fn max_redirects(mut self, n: u32) -> Self {
         self.max_redirects = n;
         self
     }
 
     /// Share per-host policy state and global limits with other clients.
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://shop.test", timeout(attempt = "5s"), retry(max = 0), breaker(failures = 1))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[resilient_api(base_url = "https://shop.test", timeout(attempt = "5s"), retry(max = 0))]
+    /// # pub trait Orders {
+    /// #     #[get("/orders/{id}")]
+    /// #     async fn order(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// use resilient_api::{Engine, ErrorKind};
+    /// let t = ScriptedTransport::new([Step::status(503)]);
+    /// let engine = Engine::new();
+    /// let users = UsersClient::builder().engine(engine.clone()).transport(t.clone()).build()?;
+    /// let orders = OrdersClient::builder().engine(engine).transport(t.clone()).build()?;
+    /// let _ = users.user(7).await; // trips the host's breaker (`breaker(failures = 1)`)
+    /// let Err(e) = orders.order(1).await else { unreachable!() };
+    /// assert_eq!(e.kind(), ErrorKind::CircuitOpen); // same host, same breaker
+    /// assert_eq!(t.attempts(), 1);
+    /// # Ok(()) }
+    /// ```
     pub fn engine(mut self, engine: Engine) -> Self {
         self.engine = Some(engine);
         self
     }
 
     /// The breaker of endpoints that declare none (default: 5 failures, 30 s).
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"), retry(max = 0))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// use resilient_api::circuit_breaker::state::{BreakerConfig, BreakerMode, Phase};
+    /// let t = ScriptedTransport::new([Step::status(503)]);
+    /// let api = UsersClient::builder()
+    ///     .transport(t)
+    ///     .default_breaker(BreakerConfig {
+    ///         mode: BreakerMode::ConsecutiveFailures { failures: 1 },
+    ///         ..BreakerConfig::DEFAULT
+    ///     })
+    ///     .build()?;
+    /// let _ = api.user(7).await; // one failure (the trait has `retry(max = 0)`)
+    /// assert_eq!(api.circuit_state().phase, Phase::Open);
+    /// # Ok(()) }
+    /// ```
     pub fn default_breaker(mut self, config: BreakerConfig) -> Self {
         self.breaker = config;
         self
     }
 
     /// The bulkhead of endpoints that declare none (default: 64 in flight, 256 queued).
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// use resilient_api::{bulkhead::BulkheadConfig, ErrorKind};
+    /// use std::time::Duration;
+    /// let slow = Step::status(200).body("ann").delay(Duration::from_millis(50));
+    /// let t = ScriptedTransport::new([slow]);
+    /// let api = UsersClient::builder()
+    ///     .transport(t)
+    ///     .default_bulkhead(BulkheadConfig::new(1, 0)) // one at a time, nobody waits
+    ///     .build()?;
+    /// let (first, second) = tokio::join!(api.user(7), api.user(8));
+    /// assert_eq!(first?, "ann");
+    /// assert_eq!(second.err().map(|e| e.kind()), Some(ErrorKind::BulkheadFull));
+    /// # Ok(()) }
+    /// ```
     pub fn default_bulkhead(mut self, config: BulkheadConfig) -> Self {
         self.bulkhead = config;
         self
     }
 
     /// The retry budget per partition; `None` turns it off (default: on).
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// use resilient_api::{retry::budget::BudgetConfig, ErrorKind};
+    /// let t = ScriptedTransport::new([Step::status(503)]);
+    /// let no_retries = BudgetConfig { min_per_sec: 0, retry_ratio: 0.0, ..BudgetConfig::DEFAULT };
+    /// let api = UsersClient::builder()
+    ///     .transport(t.clone())
+    ///     .retry_budget(Some(no_retries))
+    ///     .build()?;
+    /// let Err(e) = api.user(7).await else { unreachable!() };
+    /// assert_eq!((e.kind(), t.attempts()), (ErrorKind::BudgetExhausted, 1));
+    /// // `.retry_budget(None)`: only `retry(max = ...)` bounds the retries.
+    /// # Ok(()) }
+    /// ```
     pub fn retry_budget(mut self, config: Option<BudgetConfig>) -> Self {
         self.budget = config;
         self
     }
 
     /// Decide whether a retryable failure is retried (it can only say no).
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// let t = ScriptedTransport::new([Step::status(503).body("down for maintenance")]);
+    /// let api = UsersClient::builder()
+    ///     .transport(t.clone())
+    ///     .retry_predicate(|e| Ok(e.body_text().as_deref() != Some("down for maintenance")))
+    ///     .build()?;
+    /// let Err(e) = api.user(7).await else { unreachable!() };
+    /// assert_eq!((e.status(), t.attempts()), (Some(503), 1)); // a 503, but not retried
+    /// # Ok(()) }
+    /// ```
     pub fn retry_predicate(
         mut self,
         f: impl Fn(&ApiError) -> Result<bool, BoxError> + Send + Sync + 'static,
@@ -457,6 +1012,29 @@ impl<C: GeneratedClient> ClientBuilder<C> {
     }
 
     /// Called before every retry's wait.
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// let t = ScriptedTransport::new([Step::status(503), Step::status(200)]);
+    /// let api = UsersClient::builder()
+    ///     .transport(t.clone())
+    ///     .on_retry(|ev| {
+    ///         tracing::info!(attempt = ev.attempt, wait = ?ev.wait, "retrying after {}", ev.error);
+    ///         Ok(()) // an `Err` would end the call instead
+    ///     })
+    ///     .build()?;
+    /// api.user(7).await?;
+    /// assert_eq!(t.attempts(), 2);
+    /// # Ok(()) }
+    /// ```
     pub fn on_retry(
         mut self,
         f: impl Fn(&RetryEvent<'_>) -> Result<(), BoxError> + Send + Sync + 'static,
@@ -466,6 +1044,32 @@ impl<C: GeneratedClient> ClientBuilder<C> {
     }
 
     /// Runs on every attempt's request before it is sent, in the order added.
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// # fn fresh_token() -> &'static str { "t-1" }
+    /// let t = ScriptedTransport::new([Step::status(200).body("ann")]);
+    /// let api = UsersClient::builder()
+    ///     .transport(t.clone())
+    ///     .middleware(|req| {
+    ///         let mut token = http::HeaderValue::try_from(format!("Bearer {}", fresh_token()))?;
+    ///         token.set_sensitive(true);
+    ///         req.headers.insert(http::header::AUTHORIZATION, token);
+    ///         Ok(())
+    ///     })
+    ///     .build()?;
+    /// api.user(7).await?;
+    /// assert_eq!(t.requests()[0].headers["authorization"], "Bearer t-1");
+    /// # Ok(()) }
+    /// ```
     pub fn middleware(
         mut self,
         f: impl Fn(&mut HttpRequest) -> Result<(), BoxError> + Send + Sync + 'static,
@@ -475,6 +1079,23 @@ impl<C: GeneratedClient> ClientBuilder<C> {
     }
 
     /// Build the client; resolves every partition now so calls never look one up.
+    ///
+    /// ```
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(timeout(attempt = "5s"))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// use resilient_api::ErrorKind;
+    /// let built = UsersClient::builder().base_url("ftp://files.test").build();
+    /// let e = built.err();
+    /// assert_eq!(e.as_ref().map(|e| e.kind()), Some(ErrorKind::Builder));
+    /// assert_eq!(
+    ///     e.map(|e| e.to_string()).as_deref(),
+    ///     Some("invalid client configuration: base URL must be an http or https URL")
+    /// );
+    /// ```
     pub fn build(self) -> Result<C, ApiError> {
         let api = C::API;
         let raw_base = self.base_url.as_deref().or(api.base_url).ok_or_else(|| {

@@ -33,9 +33,57 @@ use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 
 /// A boxed error that can cross threads.
+///
+/// ```
+/// # use resilient_api::testing::{ScriptedTransport, Step};
+/// # use resilient_api::{resilient_api, ApiError};
+/// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"), retry(max = 0))]
+/// # pub trait Users {
+/// #     #[get("/users/{id}")]
+/// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+/// # }
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), ApiError> {
+/// use resilient_api::{error::BoxError, transport::HttpRequest, ErrorKind};
+/// fn require_https(req: &mut HttpRequest) -> Result<(), BoxError> {
+///     match req.url.scheme() {
+///         "https" => Ok(()),
+///         _ => Err("refusing plain http".into()), // any error converts, with `.into()` or `?`
+///     }
+/// }
+/// let builder = UsersClient::builder().base_url("http://api.test").middleware(require_https);
+/// # let builder = builder.transport(ScriptedTransport::new([]));
+/// let Err(e) = builder.build()?.user(7).await else { unreachable!() };
+/// assert_eq!(e.kind(), ErrorKind::Hook);
+/// let cause = std::error::Error::source(&e).map(|s| s.to_string());
+/// assert_eq!(cause.as_deref(), Some("refusing plain http"));
+/// # Ok(()) }
+/// ```
 pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 
 /// What went wrong, for a `match`.
+///
+/// ```
+/// # use resilient_api::testing::{ScriptedTransport, Step};
+/// # use resilient_api::{resilient_api, ApiError};
+/// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"), retry(max = 0))]
+/// # pub trait Users {
+/// #     #[get("/users/{id}")]
+/// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+/// # }
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), ApiError> {
+/// use resilient_api::ErrorKind;
+/// let t = ScriptedTransport::new([Step::connect_error()]); // the trait has `retry(max = 0)`
+/// let api = UsersClient::builder().transport(t).build()?;
+/// let Err(e) = api.user(7).await else { unreachable!() };
+/// let try_another_region = match e.kind() {
+///     ErrorKind::Connect | ErrorKind::CircuitOpen => true,
+///     _ => false, // the enum is non-exhaustive: new kinds may come
+/// };
+/// assert!(try_another_region);
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {
@@ -79,6 +127,12 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// A stable snake-case name, e.g. `"circuit_open"`, for metrics and logs.
+    ///
+    /// ```
+    /// use resilient_api::ErrorKind;
+    /// assert_eq!(ErrorKind::CircuitOpen.as_str(), "circuit_open");
+    /// assert_eq!(ErrorKind::AttemptTimeout.as_str(), "attempt_timeout");
+    /// ```
     pub const fn as_str(self) -> &'static str {
         match self {
             ErrorKind::Status => "status",
@@ -127,6 +181,24 @@ impl ErrorKind {
 }
 
 /// Which time limit fired.
+///
+/// ```
+/// # use resilient_api::testing::{ScriptedTransport, Step};
+/// # use resilient_api::{resilient_api, ApiError};
+/// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "1s"), retry(max = 0))]
+/// # pub trait Users {
+/// #     #[get("/users/{id}")]
+/// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+/// # }
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), ApiError> {
+/// use resilient_api::TimeoutKind;
+/// let t = ScriptedTransport::new([Step::hang()]);
+/// let api = UsersClient::builder().transport(t).build()?;
+/// let Err(e) = api.user(7).await else { unreachable!() };
+/// assert_eq!(e.timeout(), Some(TimeoutKind::Attempt)); // `timeout(attempt = "1s")`
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TimeoutKind {
     /// The per-attempt timeout.
@@ -136,6 +208,26 @@ pub enum TimeoutKind {
 }
 
 /// The error of a generated call. Cheap to move (one box); `Send + Sync`.
+///
+/// ```
+/// # use resilient_api::testing::{ScriptedTransport, Step};
+/// # use resilient_api::{resilient_api, ApiError};
+/// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+/// # pub trait Users {
+/// #     #[get("/users/{id}")]
+/// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+/// # }
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), ApiError> {
+/// use resilient_api::ErrorKind;
+/// let t = ScriptedTransport::new([Step::status(404).body("no user 7")]);
+/// let api = UsersClient::builder().transport(t).build()?;
+/// let Err(e) = api.user(7).await else { unreachable!() };
+/// assert_eq!(e.to_string(), "error status 404 in `user`"); // short, no secrets
+/// assert_eq!((e.kind(), e.status()), (ErrorKind::Status, Some(404)));
+/// assert_eq!(e.body_text().as_deref(), Some("no user 7"));
+/// # Ok(()) }
+/// ```
 pub struct ApiError {
     inner: Box<Inner>,
 }
@@ -238,26 +330,118 @@ impl ApiError {
     }
 
     /// What went wrong.
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+    /// # pub trait Tags {
+    /// #     #[get("/tags")]
+    /// #     async fn tags(&self) -> Result<Vec<String>, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// use resilient_api::ErrorKind;
+    /// let login_page = Step::status(200).header("content-type", "text/html").body("<h1>Hi</h1>");
+    /// let api = TagsClient::builder().transport(ScriptedTransport::new([login_page])).build()?;
+    /// let Err(e) = api.tags().await else { unreachable!() }; // `tags` returns JSON
+    /// assert_eq!(e.kind(), ErrorKind::UnexpectedContentType);
+    /// # Ok(()) }
+    /// ```
     pub fn kind(&self) -> ErrorKind {
         self.inner.kind
     }
 
     /// The status of the error response, when there was one.
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// let t = ScriptedTransport::new([Step::status(404)]);
+    /// let api = UsersClient::builder().transport(t).build()?;
+    /// let name = match api.user(7).await {
+    ///     Ok(name) => Some(name),
+    ///     Err(e) if e.status() == Some(404) => None,
+    ///     Err(e) => return Err(e),
+    /// };
+    /// assert_eq!(name, None);
+    /// # Ok(()) }
+    /// ```
     pub fn status(&self) -> Option<u16> {
         self.inner.status
     }
 
     /// The headers of the error response, when there was one.
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"), retry(max = 0))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// let t = ScriptedTransport::new([Step::status(400).header("x-request-id", "req-81")]);
+    /// let api = UsersClient::builder().transport(t).build()?;
+    /// let Err(e) = api.user(7).await else { unreachable!() };
+    /// let request_id = e.headers().and_then(|h| h.get("x-request-id")?.to_str().ok());
+    /// assert_eq!(request_id, Some("req-81")); // for the bug report
+    /// # Ok(()) }
+    /// ```
     pub fn headers(&self) -> Option<&HeaderMap> {
         self.inner.headers.as_ref()
     }
 
     /// The error response's body, up to 64 KiB.
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"), retry(max = 0))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// let page = vec![b'x'; 100 * 1024];
+    /// let t = ScriptedTransport::new([Step::status(400).body(page)]);
+    /// let api = UsersClient::builder().transport(t).build()?;
+    /// let Err(e) = api.user(7).await else { unreachable!() };
+    /// assert_eq!(e.body().map(|b| b.len()), Some(64 * 1024)); // the rest is dropped
+    /// # Ok(()) }
+    /// ```
     pub fn body(&self) -> Option<&Bytes> {
         self.inner.body.as_ref()
     }
 
     /// The error response's body as text (lossy), when there was one.
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// let t = ScriptedTransport::new([Step::status(409).body("name already taken")]);
+    /// let api = UsersClient::builder().transport(t).build()?;
+    /// let Err(e) = api.user(7).await else { unreachable!() };
+    /// assert_eq!(e.body_text().as_deref(), Some("name already taken"));
+    /// # Ok(()) }
+    /// ```
     pub fn body_text(&self) -> Option<String> {
         self.inner
             .body
@@ -268,36 +452,180 @@ impl ApiError {
     /// Decode the error response's body as JSON, e.g. into the API's error type.
     ///
     /// Returns `None` when there was no error response.
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// #[derive(serde::Deserialize)]
+    /// struct Problem { code: String }
+    /// let t = ScriptedTransport::new([Step::status(422)
+    ///     .header("content-type", "application/json")
+    ///     .body(r#"{"code":"name_taken","detail":"try another"}"#)]);
+    /// let api = UsersClient::builder().transport(t).build()?;
+    /// let Err(e) = api.user(7).await else { unreachable!() };
+    /// let problem = e.decode_body::<Problem>().and_then(Result::ok);
+    /// assert_eq!(problem.map(|p| p.code).as_deref(), Some("name_taken"));
+    /// # Ok(()) }
+    /// ```
     pub fn decode_body<T: DeserializeOwned>(&self) -> Option<Result<T, serde_json::Error>> {
         self.inner.body.as_ref().map(|b| serde_json::from_slice(b))
     }
 
     /// Attempts made before the call ended (hedges included).
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"), retry(max = 2, backoff = fixed(delay = "10ms")))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// let t = ScriptedTransport::new([Step::status(503), Step::status(503), Step::status(503)]);
+    /// let api = UsersClient::builder().transport(t).build()?;
+    /// let Err(e) = api.user(7).await else { unreachable!() };
+    /// assert_eq!(e.attempts(), 3); // the first and two retries
+    /// assert_eq!(e.to_string(), "error status 503 in `user` after 3 attempts");
+    /// # Ok(()) }
+    /// ```
     pub fn attempts(&self) -> u32 {
         self.inner.attempts
     }
 
     /// The name of the endpoint (the trait method), e.g. `"user"`.
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// let t = ScriptedTransport::new([Step::status(404)]);
+    /// let api = UsersClient::builder().transport(t).build()?;
+    /// let Err(e) = api.user(7).await else { unreachable!() };
+    /// assert_eq!(e.endpoint(), "user"); // a label for logs and metrics
+    /// # Ok(()) }
+    /// ```
     pub fn endpoint(&self) -> &'static str {
         self.inner.endpoint
     }
 
     /// When the server (or an open breaker) said a new attempt may be made.
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"), retry(max = 0), breaker(failures = 1, reset = "30s"))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// use std::time::Duration;
+    /// let t = ScriptedTransport::new([Step::status(503)]);
+    /// let api = UsersClient::builder().transport(t).build()?;
+    /// let start = tokio::time::Instant::now();
+    /// let _ = api.user(7).await; // one failure opens the breaker for 30 s
+    /// let Err(e) = api.user(7).await else { unreachable!() };
+    /// assert!(e.is_rejection());
+    /// assert_eq!(e.retry_at(), Some(start + Duration::from_secs(30)));
+    /// # Ok(()) }
+    /// ```
     pub fn retry_at(&self) -> Option<Instant> {
         self.inner.retry_at
     }
 
     /// How long the server asked to wait (its `Retry-After`, capped), if it did.
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s", total = "10s"))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// use std::time::Duration;
+    /// let t = ScriptedTransport::new([Step::status(503).header("retry-after", "30")]);
+    /// let api = UsersClient::builder().transport(t).build()?;
+    /// let Err(e) = api.user(7).await else { unreachable!() };
+    /// // 30 s does not fit the 10 s deadline, so the call ends now and says why.
+    /// assert_eq!(e.retry_after(), Some(Duration::from_secs(30)));
+    /// assert_eq!(e.attempts(), 1);
+    /// # Ok(()) }
+    /// ```
     pub fn retry_after(&self) -> Option<Duration> {
         self.inner.retry_after
     }
 
     /// True when the request body was a stream, so the call could not be retried.
+    ///
+    /// ```
+    /// use resilient_api::{BodyStream, Bytes};
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+    /// # pub trait Files {
+    /// #     #[put("/files/{name}")]
+    /// #     #[retry(max = 0)]
+    /// #     async fn upload(&self, name: &str, #[body(stream)] body: BodyStream) -> Result<(), ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// let t = ScriptedTransport::new([Step::status(503)]); // retryable on a PUT
+    /// let api = FilesClient::builder().transport(t).build()?;
+    /// let chunks = futures_util::stream::iter([Ok(Bytes::from("a,b\n"))]);
+    /// let result = api.upload("report.csv", BodyStream::new(chunks)).await;
+    /// let Err(e) = result else { unreachable!() };
+    /// assert!(e.body_not_replayable()); // but the stream was spent on the first attempt
+    /// # Ok(()) }
+    /// ```
     pub fn body_not_replayable(&self) -> bool {
         self.inner.not_replayable
     }
 
     /// Which time limit fired, for the two timeout kinds.
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// use resilient_api::{CallOptions, TimeoutKind};
+    /// use std::time::Duration;
+    /// let t = ScriptedTransport::new([Step::hang()]);
+    /// let api = UsersClient::builder().transport(t).build()?;
+    /// let quick = api.with_options(CallOptions::new().deadline(Duration::from_millis(300)));
+    /// let Err(e) = quick.user(7).await else { unreachable!() };
+    /// let why = match e.timeout() {
+    ///     Some(TimeoutKind::Attempt) => "the server was slow",
+    ///     Some(TimeoutKind::Total) => "the call ran out of time",
+    ///     None => "not a timeout",
+    /// };
+    /// assert_eq!(why, "the call ran out of time");
+    /// # Ok(()) }
+    /// ```
     pub fn timeout(&self) -> Option<TimeoutKind> {
         match self.inner.kind {
             ErrorKind::AttemptTimeout => Some(TimeoutKind::Attempt),
@@ -307,16 +635,73 @@ impl ApiError {
     }
 
     /// True for either timeout.
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "1s"), retry(max = 0))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// use std::time::Duration;
+    /// let slow = Step::status(200).body("ann").delay(Duration::from_secs(2));
+    /// let api = UsersClient::builder().transport(ScriptedTransport::new([slow])).build()?;
+    /// let Err(e) = api.user(7).await else { unreachable!() };
+    /// assert!(e.is_timeout()); // `timeout(attempt = "1s")`
+    /// # Ok(()) }
+    /// ```
     pub fn is_timeout(&self) -> bool {
         self.timeout().is_some()
     }
 
     /// True when the connection could not be made (the request never ran).
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"), retry(max = 0))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// let t = ScriptedTransport::new([Step::connect_error()]); // the trait has `retry(max = 0)`
+    /// let api = UsersClient::builder().transport(t).build()?;
+    /// let Err(e) = api.user(7).await else { unreachable!() };
+    /// assert!(e.is_connect()); // nothing reached the server: safe to send again, even a POST
+    /// # Ok(()) }
+    /// ```
     pub fn is_connect(&self) -> bool {
         self.inner.kind == ErrorKind::Connect
     }
 
     /// True when a policy shed the call (breaker, bulkhead, rate limit, budget).
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"), bulkhead(concurrency = 1, queue = 0))]
+    /// # pub trait Users {
+    /// #     #[get("/users/{id}")]
+    /// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// use std::time::Duration;
+    /// let slow = Step::status(200).body("ann").delay(Duration::from_millis(50));
+    /// let t = ScriptedTransport::new([slow]);
+    /// let api = UsersClient::builder().transport(t.clone()).build()?;
+    /// let (first, second) = tokio::join!(api.user(7), api.user(8));
+    /// assert_eq!(first?, "ann");
+    /// // `bulkhead(concurrency = 1, queue = 0)` on the trait: the second call is shed.
+    /// assert!(second.is_err_and(|e| e.is_rejection()));
+    /// assert_eq!(t.attempts(), 1); // the second call was never sent
+    /// # Ok(()) }
+    /// ```
     pub fn is_rejection(&self) -> bool {
         matches!(
             self.inner.kind,

@@ -22,6 +22,15 @@ use std::sync::{Arc, Mutex};
 /// A source of uniformly distributed numbers in `[0, 1)`, shared by one client.
 ///
 /// Cheap to clone: clones share the same generator.
+///
+/// ```
+/// use resilient_api::Jitter;
+/// let a = Jitter::seeded(7);
+/// let b = a.clone(); // continues `a`'s sequence, it does not restart it
+/// let fresh = Jitter::seeded(7);
+/// assert_eq!(a.next_f64(), fresh.next_f64());
+/// assert_eq!(b.next_f64(), fresh.next_f64());
+/// ```
 #[derive(Clone)]
 pub struct Jitter {
     source: Source,
@@ -36,6 +45,12 @@ enum Source {
 
 impl Jitter {
     /// A fast, thread-local random generator (the default).
+    ///
+    /// ```
+    /// use resilient_api::Jitter;
+    /// let x = Jitter::random().next_f64();
+    /// assert!((0.0..1.0).contains(&x));
+    /// ```
     pub fn random() -> Self {
         Jitter {
             source: Source::Random,
@@ -45,6 +60,13 @@ impl Jitter {
     /// Always returns `value`, clamped into `[0, 1)`. A `NaN` becomes `0`.
     ///
     /// With `Jitter::fixed(0.5)`, full jitter waits exactly half the computed backoff.
+    ///
+    /// ```
+    /// use resilient_api::Jitter;
+    /// assert_eq!(Jitter::fixed(0.25).next_f64(), 0.25);
+    /// assert!(Jitter::fixed(1.0).next_f64() < 1.0); // clamped below 1
+    /// assert_eq!(Jitter::fixed(f64::NAN).next_f64(), 0.0);
+    /// ```
     pub fn fixed(value: f64) -> Self {
         let v = if value.is_nan() {
             0.0
@@ -57,6 +79,12 @@ impl Jitter {
     }
 
     /// A deterministic generator: the same seed gives the same sequence.
+    ///
+    /// ```
+    /// use resilient_api::Jitter;
+    /// let (a, b) = (Jitter::seeded(42), Jitter::seeded(42));
+    /// assert_eq!([a.next_f64(), a.next_f64()], [b.next_f64(), b.next_f64()]);
+    /// ```
     pub fn seeded(seed: u64) -> Self {
         Jitter {
             source: Source::Seeded(Arc::new(Mutex::new(fastrand::Rng::with_seed(seed)))),
@@ -64,6 +92,13 @@ impl Jitter {
     }
 
     /// The next number in `[0, 1)`.
+    ///
+    /// ```
+    /// use resilient_api::Jitter;
+    /// let j = Jitter::seeded(1);
+    /// let full_jitter_wait = 800.0 * j.next_f64(); // somewhere in [0, 800) ms
+    /// assert!((0.0..800.0).contains(&full_jitter_wait));
+    /// ```
     pub fn next_f64(&self) -> f64 {
         match &self.source {
             Source::Random => fastrand::f64(),
@@ -80,6 +115,13 @@ impl Jitter {
     /// A fixed source still gives distinct keys per call: its bytes come from a
     /// generator seeded by the fixed value and a per-process counter, so tests can
     /// predict them without two calls ever sharing a key.
+    ///
+    /// ```
+    /// use resilient_api::Jitter;
+    /// assert_eq!(Jitter::seeded(3).next_bytes(), Jitter::seeded(3).next_bytes());
+    /// let fixed = Jitter::fixed(0.5);
+    /// assert_ne!(fixed.next_bytes(), fixed.next_bytes()); // never the same key twice
+    /// ```
     pub fn next_bytes(&self) -> [u8; 16] {
         let mut out = [0u8; 16];
         match &self.source {

@@ -46,6 +46,27 @@ use crate::error::{ApiError, ErrorKind};
 use crate::transport::ResponseBody;
 
 /// A decoded value with the response's status and headers.
+///
+/// ```
+/// use resilient_api::Response;
+/// # use resilient_api::testing::{ScriptedTransport, Step};
+/// # use resilient_api::{resilient_api, ApiError};
+/// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "1s"))]
+/// # pub trait Tags {
+/// #     #[get("/tags")]
+/// #     async fn tags(&self) -> Result<Response<Vec<String>>, ApiError>;
+/// # }
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), ApiError> {
+/// let reply = Step::status(200).header("x-total-count", "42").body(r#"["a","b"]"#);
+/// let t = ScriptedTransport::new([reply]);
+/// let api = TagsClient::builder().transport(t).build()?;
+/// let page: Response<Vec<String>> = api.tags().await?; // the trait method's result type
+/// assert_eq!(page.status(), 200);
+/// assert_eq!(page.headers().get("x-total-count").and_then(|v| v.to_str().ok()), Some("42"));
+/// assert_eq!(page.into_value(), ["a", "b"]);
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug)]
 pub struct Response<T> {
     status: StatusCode,
@@ -55,21 +76,94 @@ pub struct Response<T> {
 
 impl<T> Response<T> {
     /// The status.
+    ///
+    /// ```
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError, Response};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "1s"))]
+    /// # pub trait Users {
+    /// #     #[put("/users/{id}")]
+    /// #     async fn put_user(&self, id: u64) -> Result<Response<()>, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// let t = ScriptedTransport::new([Step::status(201)]);
+    /// let api = UsersClient::builder().transport(t).build()?;
+    /// let created = api.put_user(7).await?.status() == 201; // 200 if it already existed
+    /// assert!(created);
+    /// # Ok(()) }
+    /// ```
     pub fn status(&self) -> StatusCode {
         self.status
     }
 
     /// The headers.
+    ///
+    /// ```
+    /// # use resilient_api::Response;
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "1s"))]
+    /// # pub trait Tags {
+    /// #     #[get("/tags")]
+    /// #     async fn tags(&self) -> Result<Response<Vec<String>>, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// let reply = Step::status(200).header("x-total-count", "42").body(r#"["a","b"]"#);
+    /// let t = ScriptedTransport::new([reply]);
+    /// let api = TagsClient::builder().transport(t).build()?;
+    /// let page = api.tags().await?;
+    /// let total = page.headers().get("x-total-count").and_then(|v| v.to_str().ok());
+    /// assert_eq!(total.and_then(|v| v.parse::<u64>().ok()), Some(42));
+    /// # Ok(()) }
+    /// ```
     pub fn headers(&self) -> &HeaderMap {
         &self.headers
     }
 
     /// The decoded value.
+    ///
+    /// ```
+    /// # use resilient_api::Response;
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "1s"))]
+    /// # pub trait Tags {
+    /// #     #[get("/tags")]
+    /// #     async fn tags(&self) -> Result<Response<Vec<String>>, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// let t = ScriptedTransport::new([Step::status(200).body(r#"["a","b"]"#)]);
+    /// let api = TagsClient::builder().transport(t).build()?;
+    /// let page = api.tags().await?;
+    /// assert_eq!(page.value().len(), 2); // borrowed: the status and headers stay usable
+    /// # Ok(()) }
+    /// ```
     pub fn value(&self) -> &T {
         &self.value
     }
 
     /// The decoded value, by value.
+    ///
+    /// ```
+    /// # use resilient_api::Response;
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "1s"))]
+    /// # pub trait Tags {
+    /// #     #[get("/tags")]
+    /// #     async fn tags(&self) -> Result<Response<Vec<String>>, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// let t = ScriptedTransport::new([Step::status(200).body(r#"["a","b"]"#)]);
+    /// let api = TagsClient::builder().transport(t).build()?;
+    /// let tags: Vec<String> = api.tags().await?.into_value();
+    /// assert_eq!(tags, ["a", "b"]);
+    /// # Ok(()) }
+    /// ```
     pub fn into_value(self) -> T {
         self.value
     }
@@ -79,6 +173,31 @@ impl<T> Response<T> {
 ///
 /// Reading stays bounded by the call's total deadline and by an idle limit between
 /// chunks; dropping it aborts the transfer.
+///
+/// ```
+/// use resilient_api::{Bytes, ErrorKind, ResponseStream};
+/// # use resilient_api::testing::{ScriptedTransport, Step};
+/// # use resilient_api::{resilient_api, ApiError};
+/// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "1s"))]
+/// # pub trait Exports {
+/// #     #[get("/export")]
+/// #     async fn export(&self) -> Result<ResponseStream, ApiError>;
+/// # }
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), ApiError> {
+/// use std::time::Duration;
+/// let ms = Duration::from_millis;
+/// let stalls = Step::status(200).chunks([(ms(10), "a,b\n"), (ms(5000), "c,d\n")]);
+/// let t = ScriptedTransport::new([stalls]);
+/// let api = ExportsClient::builder().transport(t.clone()).build()?;
+/// let mut export: ResponseStream = api.export().await?; // the head is here, the body not yet
+/// assert_eq!(export.chunk().await?, Some(Bytes::from("a,b\n")));
+/// let stalled = export.chunk().await; // nothing within the 1 s attempt timeout
+/// assert_eq!(stalled.err().map(|e| e.kind()), Some(ErrorKind::AttemptTimeout));
+/// drop(export);
+/// assert_eq!(t.open_bodies(), 0); // the transfer was aborted
+/// # Ok(()) }
+/// ```
 pub struct ResponseStream {
     status: StatusCode,
     headers: HeaderMap,
@@ -123,11 +242,49 @@ impl ResponseStream {
     }
 
     /// The status.
+    ///
+    /// ```
+    /// # use resilient_api::ResponseStream;
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "1s"))]
+    /// # pub trait Exports {
+    /// #     #[get("/export")]
+    /// #     async fn export(&self) -> Result<ResponseStream, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// let t = ScriptedTransport::new([Step::status(206).body("c,d\n")]);
+    /// let api = ExportsClient::builder().transport(t).build()?;
+    /// let export = api.export().await?;
+    /// assert_eq!(export.status(), 206); // known before any of the body is read
+    /// # Ok(()) }
+    /// ```
     pub fn status(&self) -> StatusCode {
         self.status
     }
 
     /// The headers.
+    ///
+    /// ```
+    /// # use resilient_api::ResponseStream;
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "1s"))]
+    /// # pub trait Exports {
+    /// #     #[get("/export")]
+    /// #     async fn export(&self) -> Result<ResponseStream, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// let t = ScriptedTransport::new([Step::status(200).body("a,b\nc,d\n")]);
+    /// let api = ExportsClient::builder().transport(t).build()?;
+    /// let export = api.export().await?;
+    /// // E.g. to size a progress bar before reading.
+    /// let size = export.headers().get("content-length").and_then(|v| v.to_str().ok());
+    /// assert_eq!(size, Some("8"));
+    /// # Ok(()) }
+    /// ```
     pub fn headers(&self) -> &HeaderMap {
         &self.headers
     }
@@ -142,6 +299,30 @@ impl ResponseStream {
     ///
     /// After the end it keeps returning `None`, and after an error it returns an
     /// error of the same kind, without reading from the transfer again.
+    ///
+    /// ```
+    /// # use resilient_api::ResponseStream;
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "1s"))]
+    /// # pub trait Exports {
+    /// #     #[get("/export")]
+    /// #     async fn export(&self) -> Result<ResponseStream, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// # let ms = std::time::Duration::from_millis;
+    /// let reply = Step::status(200).chunks([(ms(10), "a,b\n"), (ms(10), "c,d\n")]);
+    /// let api = ExportsClient::builder().transport(ScriptedTransport::new([reply])).build()?;
+    /// let mut export = api.export().await?;
+    /// let mut rows = 0;
+    /// while let Some(chunk) = export.chunk().await? {
+    ///     rows += chunk.iter().filter(|&&b| b == b'\n').count();
+    /// }
+    /// assert_eq!(rows, 2);
+    /// assert_eq!(export.chunk().await?, None); // still the end
+    /// # Ok(()) }
+    /// ```
     pub async fn chunk(&mut self) -> Result<Option<Bytes>, ApiError> {
         match self.end {
             End::Open => {}
@@ -193,6 +374,24 @@ impl ResponseStream {
     }
 
     /// Read the rest of the body into memory (still bounded by the size limit).
+    ///
+    /// ```
+    /// # use resilient_api::ResponseStream;
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "1s"))]
+    /// # pub trait Exports {
+    /// #     #[get("/export")]
+    /// #     async fn export(&self) -> Result<ResponseStream, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// let t = ScriptedTransport::new([Step::status(200).body("a,b\nc,d\n")]);
+    /// let api = ExportsClient::builder().transport(t).build()?;
+    /// let export = api.export().await?;
+    /// assert_eq!(export.bytes().await?, "a,b\nc,d\n");
+    /// # Ok(()) }
+    /// ```
     pub async fn bytes(mut self) -> Result<Bytes, ApiError> {
         let mut buf = BytesMut::new();
         while let Some(c) = self.chunk().await? {
@@ -202,6 +401,24 @@ impl ResponseStream {
     }
 
     /// Read the rest of the body as UTF-8 text.
+    ///
+    /// ```
+    /// # use resilient_api::ResponseStream;
+    /// # use resilient_api::testing::{ScriptedTransport, Step};
+    /// # use resilient_api::{resilient_api, ApiError};
+    /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "1s"))]
+    /// # pub trait Exports {
+    /// #     #[get("/export")]
+    /// #     async fn export(&self) -> Result<ResponseStream, ApiError>;
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), ApiError> {
+    /// let t = ScriptedTransport::new([Step::status(200).body("a,b\nc,d\n")]);
+    /// let api = ExportsClient::builder().transport(t).build()?;
+    /// let csv = api.export().await?.text().await?;
+    /// assert_eq!(csv.lines().count(), 2);
+    /// # Ok(()) }
+    /// ```
     pub async fn text(self) -> Result<String, ApiError> {
         let endpoint = self.endpoint;
         let b = self.bytes().await?;
