@@ -46,6 +46,17 @@ use http::HeaderMap;
 use http::header::{AUTHORIZATION, COOKIE, PROXY_AUTHORIZATION, SET_COOKIE};
 
 /// Whether a header must never be shown: credential headers and anything sensitive.
+///
+/// ```
+/// use http::{header::AUTHORIZATION, HeaderName, HeaderValue};
+/// use resilient_api::observe::is_secret_header;
+///
+/// let mut key = HeaderValue::from_static("k-123");
+/// assert!(!is_secret_header(&HeaderName::from_static("x-api-key"), &key));
+/// key.set_sensitive(true); // how a `secret` parameter's value is marked
+/// assert!(is_secret_header(&HeaderName::from_static("x-api-key"), &key));
+/// assert!(is_secret_header(&AUTHORIZATION, &HeaderValue::from_static("Bearer t")));
+/// ```
 pub fn is_secret_header(name: &http::HeaderName, value: &http::HeaderValue) -> bool {
     value.is_sensitive()
         || name == AUTHORIZATION
@@ -55,6 +66,18 @@ pub fn is_secret_header(name: &http::HeaderName, value: &http::HeaderValue) -> b
 }
 
 /// Shows a header map with secret values replaced by `[redacted]`.
+///
+/// ```
+/// use resilient_api::observe::Redacted;
+///
+/// let mut headers = http::HeaderMap::new();
+/// headers.insert("accept", http::HeaderValue::from_static("application/json"));
+/// headers.insert("cookie", http::HeaderValue::from_static("session=s3cr3t"));
+/// assert_eq!(
+///     format!("{:?}", Redacted(&headers)),
+///     r#"{"accept": "application/json", "cookie": "[redacted]"}"#,
+/// );
+/// ```
 pub struct Redacted<'a>(pub &'a HeaderMap);
 
 impl fmt::Debug for Redacted<'_> {
@@ -73,6 +96,15 @@ impl fmt::Debug for Redacted<'_> {
 
 /// A URL with its password and every query value replaced by `[redacted]` (the user
 /// name and the query's names stay).
+///
+/// ```
+/// use resilient_api::observe::redact_url;
+///
+/// assert_eq!(
+///     redact_url("https://ada:hunter2@api.test/v1/users?api_key=abc&page=2"),
+///     "https://ada:[redacted]@api.test/v1/users?api_key=[redacted]&page=[redacted]",
+/// );
+/// ```
 pub fn redact_url(url: &str) -> String {
     let mut out = String::with_capacity(url.len());
     let (head, query) = match url.split_once('?') {

@@ -68,6 +68,13 @@ impl Verb {
     }
 
     /// Whether repeating the request is safe by the method's own semantics (RFC 9110).
+    ///
+    /// ```
+    /// use resilient_api::request::Verb;
+    ///
+    /// assert!(Verb::Put.is_idempotent());
+    /// assert!(!Verb::Post.is_idempotent()); // unless `#[idempotent]` or `#[idempotency_key]`
+    /// ```
     pub const fn is_idempotent(self) -> bool {
         !matches!(self, Verb::Post | Verb::Patch)
     }
@@ -187,6 +194,27 @@ pub struct ApiSpec {
 }
 
 /// A streamed request body: never replayed, so endpoints taking one are never retried.
+///
+/// An endpoint takes one with `#[body(stream)]`:
+///
+/// ```
+/// use resilient_api::testing::{ScriptedTransport, Step};
+/// use resilient_api::{resilient_api, ApiError, BodyStream, Bytes};
+///
+/// #[resilient_api(timeout(attempt = "1s"), retry(max = 0))]
+/// pub trait Files {
+///     #[put("/files/{name}")]
+///     async fn upload(&self, name: &str, #[body(stream)] data: BodyStream) -> Result<(), ApiError>;
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), resilient_api::ApiError> {
+/// let t = ScriptedTransport::new([Step::status(201)]);
+/// let api = FilesClient::builder().base_url("http://api.test").transport(t.clone()).build()?;
+/// let chunks = futures_util::stream::iter([Ok(Bytes::from("hello, ")), Ok(Bytes::from("world"))]);
+/// api.upload("greeting.txt", BodyStream::new(chunks)).await?;
+/// assert_eq!(t.requests()[0].body, "hello, world");
+/// # Ok(()) }
+/// ```
 pub struct BodyStream {
     pub(crate) inner: Pin<Box<dyn Stream<Item = Result<Bytes, std::io::Error>> + Send>>,
 }
@@ -217,6 +245,25 @@ impl fmt::Debug for BodyStream {
 }
 
 /// The body of an outgoing request.
+///
+/// What a [`Transport`](crate::Transport) or a middleware finds in
+/// [`HttpRequest::body`](crate::transport::HttpRequest::body):
+///
+/// ```
+/// use resilient_api::request::RequestBody;
+/// use resilient_api::Bytes;
+///
+/// /// How many bytes a request sends, if that is known before sending.
+/// fn known_len(body: &RequestBody) -> Option<usize> {
+///     match body {
+///         RequestBody::Empty => Some(0),
+///         RequestBody::Bytes(bytes) => Some(bytes.len()), // the same on every attempt
+///         RequestBody::Stream(_) => None,                 // read once, as it is sent
+///     }
+/// }
+/// assert_eq!(known_len(&RequestBody::Bytes(Bytes::from("{}"))), Some(2));
+/// assert_eq!(known_len(&RequestBody::default()), Some(0));
+/// ```
 #[derive(Debug, Default)]
 pub enum RequestBody {
     /// No body.
@@ -229,6 +276,28 @@ pub enum RequestBody {
 }
 
 /// Why a request could not be built. Names the parameter, never its value.
+///
+/// It is the source of an [`ErrorKind::InvalidRequest`](crate::ErrorKind::InvalidRequest) error:
+///
+/// ```
+/// use resilient_api::request::InvalidRequest;
+/// use resilient_api::testing::ScriptedTransport;
+/// use resilient_api::{resilient_api, ApiError, ErrorKind};
+/// use std::error::Error as _;
+///
+/// #[resilient_api(timeout(attempt = "1s"))]
+/// pub trait Api { #[get("/files/{name}")] async fn file(&self, name: &str) -> Result<String, ApiError>; }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), resilient_api::ApiError> {
+/// let t = ScriptedTransport::new([]);
+/// let api = ApiClient::builder().base_url("http://api.test").transport(t.clone()).build()?;
+/// let err = api.file("..").await.err();
+/// assert_eq!(err.as_ref().map(|e| e.kind()), Some(ErrorKind::InvalidRequest));
+/// let invalid = err.as_ref().and_then(|e| e.source()?.downcast_ref::<InvalidRequest>());
+/// assert_eq!(invalid.map(|i| i.name.as_str()), Some("name"));
+/// assert_eq!(t.attempts(), 0); // nothing was sent
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InvalidRequest {
     /// The parameter or header at fault.
@@ -267,6 +336,14 @@ const SEGMENT: &AsciiSet = &CONTROLS
 
 /// Percent-encode one path segment, refusing values that would change the path's
 /// shape: empty, `.`, `..`, or holding CR, LF or TAB.
+///
+/// ```
+/// use resilient_api::request::encode_path_segment;
+///
+/// assert_eq!(encode_path_segment("café au lait").as_deref(), Ok("caf%C3%A9%20au%20lait"));
+/// assert_eq!(encode_path_segment("a/b").as_deref(), Ok("a%2Fb")); // still one segment
+/// assert!(encode_path_segment("..").is_err());
+/// ```
 pub fn encode_path_segment(value: &str) -> Result<String, &'static str> {
     if value.is_empty() {
         return Err("a path segment cannot be empty");
@@ -281,6 +358,13 @@ pub fn encode_path_segment(value: &str) -> Result<String, &'static str> {
 }
 
 /// Check a header value: CR, LF and NUL are refused, never stripped.
+///
+/// ```
+/// use resilient_api::request::header_value;
+///
+/// assert!(header_value("Bearer abc123").is_ok());
+/// assert!(header_value("abc\r\nSet-Cookie: session=evil").is_err());
+/// ```
 pub fn header_value(value: &str) -> Result<HeaderValue, &'static str> {
     if value.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0)) {
         return Err("a header value cannot hold CR, LF or NUL");

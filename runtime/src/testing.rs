@@ -45,6 +45,29 @@ use crate::transport::{
 };
 
 /// What one attempt gets.
+///
+/// Script one step per attempt the call should make, then check what was sent and when:
+///
+/// ```
+/// use resilient_api::{resilient_api, testing::{ScriptedTransport, Step}, ApiError};
+/// use std::time::Duration;
+///
+/// #[resilient_api(timeout(attempt = "1s"), retry(max = 2, backoff = fixed(delay = "10ms")))]
+/// pub trait Api { #[get("/status")] async fn status(&self) -> Result<String, ApiError>; }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), resilient_api::ApiError> {
+/// let t = ScriptedTransport::new([
+///     Step::connect_error(),                        // retried after the 10 ms backoff
+///     Step::status(503).header("retry-after", "2"), // retried after the server's 2 s
+///     Step::status(200).body("up"),
+/// ]);
+/// let api = ApiClient::builder().base_url("http://api.test").transport(t.clone()).build()?;
+/// assert_eq!(api.status().await?, "up");
+/// assert_eq!(t.attempts(), 3);
+/// assert_eq!(t.dispatch_times(), [0, 10, 2010].map(Duration::from_millis));
+/// assert!(t.requests().iter().all(|r| r.url == "http://api.test/status"));
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug)]
 pub struct Step {
     action: Action,
@@ -80,26 +103,104 @@ impl Step {
     }
 
     /// Answer with `status`.
+    ///
+    /// ```
+    /// use resilient_api::{resilient_api, testing::{ScriptedTransport, Step}, ApiError};
+    ///
+    /// #[resilient_api(timeout(attempt = "1s"))]
+    /// pub trait Api { #[get("/users/{id}")] async fn user(&self, id: u64) -> Result<String, ApiError>; }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), resilient_api::ApiError> {
+    /// let t = ScriptedTransport::new([Step::status(404).body("no such user")]);
+    /// let api = ApiClient::builder().base_url("http://api.test").transport(t.clone()).build()?;
+    /// let err = api.user(7).await.err();
+    /// assert_eq!(err.and_then(|e| e.status()), Some(404));
+    /// assert_eq!(t.attempts(), 1); // a 404 is not retried
+    /// # Ok(()) }
+    /// ```
     pub fn status(status: u16) -> Self {
         Step::of(Action::Respond(status))
     }
 
     /// Never answer: only dropping the attempt ends it.
+    ///
+    /// ```
+    /// use resilient_api::{resilient_api, testing::{ScriptedTransport, Step}, ApiError, TimeoutKind};
+    /// use std::time::Duration;
+    ///
+    /// #[resilient_api(timeout(attempt = "100ms"), retry(max = 0))]
+    /// pub trait Api { #[get("/slow")] async fn slow(&self) -> Result<String, ApiError>; }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), resilient_api::ApiError> {
+    /// let t = ScriptedTransport::new([Step::hang()]);
+    /// let api = ApiClient::builder().base_url("http://api.test").transport(t.clone()).build()?;
+    /// let start = tokio::time::Instant::now();
+    /// let err = api.slow().await.err();
+    /// assert_eq!(err.and_then(|e| e.timeout()), Some(TimeoutKind::Attempt));
+    /// assert_eq!(start.elapsed(), Duration::from_millis(100));
+    /// assert_eq!(t.in_flight(), 0); // the timeout dropped the attempt
+    /// # Ok(()) }
+    /// ```
     pub fn hang() -> Self {
         Step::of(Action::Hang)
     }
 
     /// Fail before the request was sent (connection refused).
+    ///
+    /// ```
+    /// use resilient_api::{resilient_api, testing::{ScriptedTransport, Step}, ApiError};
+    ///
+    /// #[resilient_api(timeout(attempt = "1s"), retry(max = 1, backoff = fixed(delay = "10ms")))]
+    /// pub trait Api { #[post("/orders")] async fn create(&self) -> Result<String, ApiError>; }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), resilient_api::ApiError> {
+    /// // Never sent, so retried even on a plain POST.
+    /// let t = ScriptedTransport::new([Step::connect_error(), Step::status(201).body("created")]);
+    /// let api = ApiClient::builder().base_url("http://api.test").transport(t.clone()).build()?;
+    /// assert_eq!(api.create().await?, "created");
+    /// assert_eq!(t.attempts(), 2);
+    /// # Ok(()) }
+    /// ```
     pub fn connect_error() -> Self {
         Step::of(Action::ConnectError)
     }
 
     /// Fail after the request was sent (connection reset).
+    ///
+    /// ```
+    /// use resilient_api::{resilient_api, testing::{ScriptedTransport, Step}, ApiError, ErrorKind};
+    ///
+    /// #[resilient_api(timeout(attempt = "1s"), retry(max = 1, backoff = fixed(delay = "10ms")))]
+    /// pub trait Api { #[post("/orders")] async fn create(&self) -> Result<String, ApiError>; }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), resilient_api::ApiError> {
+    /// // It may have run, so a plain POST is not retried.
+    /// let t = ScriptedTransport::new([Step::reset()]);
+    /// let api = ApiClient::builder().base_url("http://api.test").transport(t.clone()).build()?;
+    /// let err = api.create().await.err();
+    /// assert_eq!(err.map(|e| e.kind()), Some(ErrorKind::Transport));
+    /// assert_eq!(t.attempts(), 1);
+    /// # Ok(()) }
+    /// ```
     pub fn reset() -> Self {
         Step::of(Action::Reset)
     }
 
     /// The whole body, delivered with the head.
+    ///
+    /// ```
+    /// use resilient_api::{resilient_api, testing::{ScriptedTransport, Step}, ApiError};
+    ///
+    /// #[resilient_api(timeout(attempt = "1s"))]
+    /// pub trait Api { #[get("/users/{id}")] async fn user(&self, id: u64) -> Result<serde_json::Value, ApiError>; }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), resilient_api::ApiError> {
+    /// let t = ScriptedTransport::new([Step::status(200).body(r#"{"id":7,"name":"Ada"}"#)]);
+    /// let api = ApiClient::builder().base_url("http://api.test").transport(t.clone()).build()?;
+    /// let user = api.user(7).await?;
+    /// assert_eq!(user["name"], "Ada");
+    /// # Ok(()) }
+    /// ```
     #[must_use]
     pub fn body(mut self, body: impl Into<Bytes>) -> Self {
         self.body = StepBody::Full(body.into());
@@ -107,6 +208,23 @@ impl Step {
     }
 
     /// A streamed body: each chunk arrives its delay after the previous one.
+    ///
+    /// ```
+    /// use resilient_api::{resilient_api, testing::{ScriptedTransport, Step}, ApiError};
+    /// use std::time::Duration;
+    ///
+    /// #[resilient_api(timeout(attempt = "1s"))]
+    /// pub trait Api { #[get("/feed")] async fn feed(&self) -> Result<String, ApiError>; }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), resilient_api::ApiError> {
+    /// let ms = Duration::from_millis;
+    /// let t = ScriptedTransport::new([Step::status(200).chunks([(ms(0), "hel"), (ms(30), "lo")])]);
+    /// let api = ApiClient::builder().base_url("http://api.test").transport(t.clone()).build()?;
+    /// let start = tokio::time::Instant::now();
+    /// assert_eq!(api.feed().await?, "hello");
+    /// assert_eq!(start.elapsed(), ms(30)); // the text waits for the last chunk
+    /// # Ok(()) }
+    /// ```
     #[must_use]
     pub fn chunks<I, B>(mut self, chunks: I) -> Self
     where
@@ -118,6 +236,24 @@ impl Step {
     }
 
     /// A response header.
+    ///
+    /// ```
+    /// use resilient_api::{resilient_api, testing::{ScriptedTransport, Step}, ApiError};
+    /// use std::time::Duration;
+    ///
+    /// #[resilient_api(timeout(attempt = "1s"))]
+    /// pub trait Api { #[get("/")] async fn get(&self) -> Result<String, ApiError>; }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), resilient_api::ApiError> {
+    /// let t = ScriptedTransport::new([
+    ///     Step::status(503).header("retry-after", "3"),
+    ///     Step::status(200).body("ok"),
+    /// ]);
+    /// let api = ApiClient::builder().base_url("http://api.test").transport(t.clone()).build()?;
+    /// assert_eq!(api.get().await?, "ok");
+    /// assert_eq!(t.dispatch_times(), [Duration::ZERO, Duration::from_secs(3)]);
+    /// # Ok(()) }
+    /// ```
     #[must_use]
     pub fn header(mut self, name: &str, value: &str) -> Self {
         self.headers.push((name.to_owned(), value.to_owned()));
@@ -125,6 +261,25 @@ impl Step {
     }
 
     /// Wait this long before answering (or failing).
+    ///
+    /// ```
+    /// use resilient_api::{resilient_api, testing::{ScriptedTransport, Step}, ApiError};
+    /// use std::time::Duration;
+    ///
+    /// #[resilient_api(timeout(attempt = "1s"), retry(max = 1, backoff = fixed(delay = "10ms")))]
+    /// pub trait Api { #[get("/")] async fn get(&self) -> Result<String, ApiError>; }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), resilient_api::ApiError> {
+    /// let t = ScriptedTransport::new([
+    ///     Step::status(200).body("slow").delay(Duration::from_secs(5)), // past the attempt timeout
+    ///     Step::status(200).body("fast").delay(Duration::from_millis(20)),
+    /// ]);
+    /// let api = ApiClient::builder().base_url("http://api.test").transport(t.clone()).build()?;
+    /// let start = tokio::time::Instant::now();
+    /// assert_eq!(api.get().await?, "fast");
+    /// assert_eq!(start.elapsed(), Duration::from_millis(1000 + 10 + 20));
+    /// # Ok(()) }
+    /// ```
     #[must_use]
     pub fn delay(mut self, delay: Duration) -> Self {
         self.delay = delay;
@@ -132,6 +287,22 @@ impl Step {
     }
 
     /// After the last chunk, wait this long, then cut the body short.
+    ///
+    /// ```
+    /// use resilient_api::{resilient_api, testing::{ScriptedTransport, Step}, ApiError, ErrorKind};
+    /// use std::time::Duration;
+    ///
+    /// #[resilient_api(timeout(attempt = "1s"), retry(max = 0))]
+    /// pub trait Api { #[get("/")] async fn get(&self) -> Result<String, ApiError>; }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), resilient_api::ApiError> {
+    /// let ms = Duration::from_millis;
+    /// let t = ScriptedTransport::new([Step::status(200).chunks([(ms(0), "par")]).cut_after(ms(5))]);
+    /// let api = ApiClient::builder().base_url("http://api.test").transport(t.clone()).build()?;
+    /// let err = api.get().await.err();
+    /// assert_eq!(err.map(|e| e.kind()), Some(ErrorKind::Transport));
+    /// # Ok(()) }
+    /// ```
     #[must_use]
     pub fn cut_after(mut self, after: Duration) -> Self {
         self.cut_after = Some(after);
@@ -140,6 +311,23 @@ impl Step {
 }
 
 /// One dispatch, as the transport saw it.
+///
+/// ```
+/// use resilient_api::{resilient_api, testing::{ScriptedTransport, Step}, ApiError};
+///
+/// #[resilient_api(timeout(attempt = "1s"))]
+/// pub trait Api { #[get("/me")] async fn me(&self) -> Result<String, ApiError>; }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), resilient_api::ApiError> {
+/// let t = ScriptedTransport::new([Step::status(200)]);
+/// let api = ApiClient::builder().base_url("http://api.test").bearer_auth("s3cr3t").transport(t.clone());
+/// let api = api.build()?;
+/// api.me().await?;
+/// let sent = &t.requests()[0];
+/// assert_eq!(sent.headers["authorization"], "Bearer s3cr3t");
+/// assert!(!format!("{sent:?}").contains("s3cr3t")); // its `Debug` redacts secrets
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct RecordedRequest {
     /// The method.
@@ -168,6 +356,30 @@ impl fmt::Debug for RecordedRequest {
 
 /// A transport that answers each attempt with the next [`Step`]. Cheap to clone:
 /// clones share the script and the records.
+///
+/// Script the answers, run the code under test, then check what it sent and when:
+///
+/// ```
+/// use resilient_api::{resilient_api, testing::{ScriptedTransport, Step}, ApiError};
+/// use std::time::Duration;
+///
+/// #[resilient_api(timeout(attempt = "1s"), retry(backoff = fixed(delay = "50ms")))]
+/// pub trait Notes {
+///     #[put("/notes/{id}")]
+///     async fn save(&self, id: u32, #[body(raw)] text: &str) -> Result<(), ApiError>;
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), resilient_api::ApiError> {
+/// let t = ScriptedTransport::new([Step::status(503), Step::status(204)]);
+/// let api = NotesClient::builder().base_url("http://api.test").transport(t.clone()).build()?;
+/// api.save(7, "hello").await?;
+/// assert_eq!(t.attempts(), 2);
+/// assert_eq!(t.dispatch_times(), [0, 50].map(Duration::from_millis));
+/// let last = &t.requests()[1];
+/// assert_eq!((last.method.as_str(), last.url.as_str()), ("PUT", "http://api.test/notes/7"));
+/// assert_eq!(last.body, "hello"); // the same bytes on every attempt
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct ScriptedTransport {
     shared: Arc<Shared>,
@@ -188,6 +400,20 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl ScriptedTransport {
     /// A transport that plays `steps` in order, one per attempt.
+    ///
+    /// ```
+    /// use resilient_api::{resilient_api, testing::{ScriptedTransport, Step}, ApiError};
+    ///
+    /// #[resilient_api(timeout(attempt = "1s"))]
+    /// pub trait Api { #[get("/")] async fn get(&self) -> Result<String, ApiError>; }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), resilient_api::ApiError> {
+    /// let t = ScriptedTransport::new([Step::status(200).body("ok")]);
+    /// let api = ApiClient::builder().base_url("http://api.test").transport(t.clone()).build()?;
+    /// assert_eq!(api.get().await?, "ok");
+    /// assert_eq!(t.attempts(), 1); // the client's clone and `t` share the records
+    /// # Ok(()) }
+    /// ```
     pub fn new(steps: impl IntoIterator<Item = Step>) -> Self {
         ScriptedTransport {
             shared: Arc::new(Shared {
@@ -202,31 +428,132 @@ impl ScriptedTransport {
     }
 
     /// Add steps at the end of the script.
+    ///
+    /// ```
+    /// use resilient_api::{resilient_api, testing::{ScriptedTransport, Step}, ApiError};
+    ///
+    /// #[resilient_api(timeout(attempt = "1s"))]
+    /// pub trait Api { #[get("/")] async fn get(&self) -> Result<String, ApiError>; }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), resilient_api::ApiError> {
+    /// let t = ScriptedTransport::new([Step::status(200).body("first")]);
+    /// let api = ApiClient::builder().base_url("http://api.test").transport(t.clone()).build()?;
+    /// assert_eq!(api.get().await?, "first");
+    /// t.push([Step::status(200).body("second")]);
+    /// assert_eq!(api.get().await?, "second");
+    /// # Ok(()) }
+    /// ```
     pub fn push(&self, steps: impl IntoIterator<Item = Step>) {
         lock(&self.shared.script).extend(steps);
     }
 
     /// Dispatches so far.
+    ///
+    /// ```
+    /// use resilient_api::{resilient_api, testing::{ScriptedTransport, Step}, ApiError};
+    ///
+    /// #[resilient_api(timeout(attempt = "1s"))]
+    /// pub trait Api { #[get("/")] async fn get(&self) -> Result<String, ApiError>; }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), resilient_api::ApiError> {
+    /// let t = ScriptedTransport::new([Step::status(503), Step::status(503), Step::status(503)]);
+    /// let api = ApiClient::builder().base_url("http://api.test").transport(t.clone()).build()?;
+    /// let err = api.get().await.err();
+    /// assert_eq!(err.and_then(|e| e.status()), Some(503));
+    /// assert_eq!(t.attempts(), 3); // the first and the default 2 retries
+    /// # Ok(()) }
+    /// ```
     pub fn attempts(&self) -> usize {
         self.shared.attempts.load(Ordering::SeqCst)
     }
 
     /// Attempts not yet answered, failed or dropped.
+    ///
+    /// ```
+    /// use resilient_api::{resilient_api, testing::{ScriptedTransport, Step}, ApiError};
+    /// use std::time::Duration;
+    ///
+    /// #[resilient_api(timeout(attempt = "1s"))]
+    /// pub trait Api { #[get("/")] async fn get(&self) -> Result<String, ApiError>; }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), resilient_api::ApiError> {
+    /// let t = ScriptedTransport::new([Step::hang()]);
+    /// let api = ApiClient::builder().base_url("http://api.test").transport(t.clone()).build()?;
+    /// let call = tokio::spawn(async move { api.get().await });
+    /// tokio::time::sleep(Duration::from_millis(10)).await;
+    /// assert_eq!(t.in_flight(), 1);
+    /// call.abort(); // dropping the call drops its attempt
+    /// let _ = call.await;
+    /// assert_eq!(t.in_flight(), 0);
+    /// # Ok(()) }
+    /// ```
     pub fn in_flight(&self) -> usize {
         self.shared.in_flight.load(Ordering::SeqCst)
     }
 
     /// Response bodies not yet read to the end or dropped.
+    ///
+    /// ```
+    /// use resilient_api::{resilient_api, testing::{ScriptedTransport, Step}, ApiError, ResponseStream};
+    /// use std::time::Duration;
+    ///
+    /// #[resilient_api(timeout(attempt = "1s"))]
+    /// pub trait Api { #[get("/feed")] async fn feed(&self) -> Result<ResponseStream, ApiError>; }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), resilient_api::ApiError> {
+    /// let ms = Duration::from_millis;
+    /// let t = ScriptedTransport::new([Step::status(200).chunks([(ms(0), "a"), (ms(10), "b")])]);
+    /// let api = ApiClient::builder().base_url("http://api.test").transport(t.clone()).build()?;
+    /// let stream = api.feed().await?;
+    /// assert_eq!(t.open_bodies(), 1); // the caller holds the body
+    /// drop(stream);
+    /// assert_eq!(t.open_bodies(), 0);
+    /// # Ok(()) }
+    /// ```
     pub fn open_bodies(&self) -> usize {
         self.shared.open_bodies.load(Ordering::SeqCst)
     }
 
     /// Every dispatch so far, in order.
+    ///
+    /// ```
+    /// use resilient_api::{resilient_api, testing::{ScriptedTransport, Step}, ApiError};
+    ///
+    /// #[resilient_api(timeout(attempt = "1s"))]
+    /// pub trait Api {
+    ///     #[get("/search")]
+    ///     async fn search(&self, #[query] q: &str, #[header("x-request-id")] id: &str) -> Result<String, ApiError>;
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), resilient_api::ApiError> {
+    /// let t = ScriptedTransport::new([Step::status(200)]);
+    /// let api = ApiClient::builder().base_url("http://api.test").transport(t.clone()).build()?;
+    /// api.search("rust", "req-1").await?;
+    /// let sent = t.requests();
+    /// assert_eq!(sent[0].url, "http://api.test/search?q=rust");
+    /// assert_eq!(sent[0].headers["x-request-id"], "req-1");
+    /// # Ok(()) }
+    /// ```
     pub fn requests(&self) -> Vec<RecordedRequest> {
         lock(&self.shared.requests).clone()
     }
 
     /// The times of every dispatch so far, since the transport was created.
+    ///
+    /// ```
+    /// use resilient_api::{resilient_api, testing::{ScriptedTransport, Step}, ApiError};
+    /// use std::time::Duration;
+    ///
+    /// #[resilient_api(timeout(attempt = "1s"), retry(max = 2, backoff = exponential(base = "100ms")))]
+    /// pub trait Api { #[get("/")] async fn get(&self) -> Result<String, ApiError>; }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), resilient_api::ApiError> {
+    /// let t = ScriptedTransport::new([Step::status(503), Step::status(503), Step::status(200)]);
+    /// let api = ApiClient::builder().base_url("http://api.test").transport(t.clone()).build()?;
+    /// api.get().await?;
+    /// assert_eq!(t.dispatch_times(), [0, 100, 300].map(Duration::from_millis)); // waits of 100, then 200 ms
+    /// # Ok(()) }
+    /// ```
     pub fn dispatch_times(&self) -> Vec<Duration> {
         lock(&self.shared.requests).iter().map(|r| r.at).collect()
     }

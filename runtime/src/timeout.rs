@@ -45,6 +45,28 @@
 //! }
 //! # }
 //! ```
+//!
+//! Under a paused clock, with a [`ScriptedTransport`](crate::testing::ScriptedTransport)
+//! whose server never answers, both limits fire at their exact instant:
+//!
+//! ```
+//! use resilient_api::testing::{ScriptedTransport, Step};
+//! use resilient_api::{resilient_api, ApiError, ErrorKind};
+//! use std::time::Duration;
+//!
+//! #[resilient_api(timeout(attempt = "100ms", total = "250ms"), retry(max = 5, backoff = fixed(delay = "10ms")))]
+//! pub trait Slow { #[get("/slow")] async fn slow(&self) -> Result<String, ApiError>; }
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), resilient_api::ApiError> {
+//! let t = ScriptedTransport::new([Step::hang(), Step::hang(), Step::hang()]);
+//! let api = SlowClient::builder().base_url("http://api.test").transport(t.clone()).build()?;
+//! let start = tokio::time::Instant::now();
+//! let err = api.slow().await.err();
+//! assert_eq!(err.map(|e| e.kind()), Some(ErrorKind::Deadline));
+//! assert_eq!(start.elapsed(), Duration::from_millis(250));
+//! assert_eq!(t.dispatch_times(), [0, 110, 220].map(Duration::from_millis)); // 100 ms each, 10 ms apart
+//! # Ok(()) }
+//! ```
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;

@@ -44,6 +44,29 @@ use crate::error::BoxError;
 use crate::request::RequestBody;
 
 /// A future returned by [`Transport::send`].
+///
+/// Box the `async` block that does the work:
+///
+/// ```
+/// use resilient_api::transport::{HttpRequest, SendFuture, Transport, TransportError};
+/// use resilient_api::{resilient_api, ApiError};
+///
+/// struct Offline;
+/// impl Transport for Offline {
+///     fn send(&self, _request: HttpRequest) -> SendFuture {
+///         Box::pin(async { Err(TransportError::connect("the network is off")) })
+///     }
+/// }
+///
+/// #[resilient_api(timeout(attempt = "1s"), retry(max = 0))]
+/// pub trait Api { #[get("/ping")] async fn ping(&self) -> Result<(), ApiError>; }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), resilient_api::ApiError> {
+/// let api = ApiClient::builder().base_url("http://api.test").transport(Offline).build()?;
+/// let err = api.ping().await.err();
+/// assert!(err.is_some_and(|e| e.is_connect()));
+/// # Ok(()) }
+/// ```
 pub type SendFuture = Pin<Box<dyn Future<Output = Result<HttpResponse, TransportError>> + Send>>;
 
 /// Sends one HTTP request and returns the response head with a body to read.
@@ -53,12 +76,90 @@ pub type SendFuture = Pin<Box<dyn Future<Output = Result<HttpResponse, Transport
 /// `send` is called as the attempt starts, inside the call's `http.client` span; the
 /// returned future is polled inside the attempt's `http.attempt` span. Do the work in
 /// the future.
+///
+/// A minimal transport, answering from memory, and a client that uses it:
+///
+/// ```
+/// use resilient_api::transport::{HttpRequest, HttpResponse, ResponseBody, SendFuture, Transport};
+/// use resilient_api::{resilient_api, ApiError};
+///
+/// /// Answers every request with its own path.
+/// struct Echo;
+/// impl Transport for Echo {
+///     fn send(&self, request: HttpRequest) -> SendFuture {
+///         Box::pin(async move {
+///             let mut response = HttpResponse::new(http::StatusCode::OK, http::HeaderMap::new());
+///             response.body = ResponseBody::full(request.url.path().to_owned().into());
+///             Ok(response)
+///         })
+///     }
+/// }
+///
+/// #[resilient_api(timeout(attempt = "1s"))]
+/// pub trait Api { #[get("/hello/{name}")] async fn hello(&self, name: &str) -> Result<String, ApiError>; }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), resilient_api::ApiError> {
+/// let api = ApiClient::builder().base_url("http://echo.test").transport(Echo).build()?;
+/// assert_eq!(api.hello("world").await?, "/hello/world");
+/// # Ok(()) }
+/// ```
 pub trait Transport: Send + Sync + 'static {
     /// Send `request`.
+    ///
+    /// A transport that wraps another one:
+    ///
+    /// ```
+    /// use resilient_api::testing::{ScriptedTransport, Step};
+    /// use resilient_api::transport::{HttpRequest, SendFuture, Transport};
+    /// use resilient_api::{resilient_api, ApiError};
+    ///
+    /// /// Tags every request, then lets `T` send it.
+    /// struct Tagged<T>(T);
+    /// impl<T: Transport> Transport for Tagged<T> {
+    ///     fn send(&self, mut request: HttpRequest) -> SendFuture {
+    ///         request.headers.insert("x-client", http::HeaderValue::from_static("docs"));
+    ///         self.0.send(request)
+    ///     }
+    /// }
+    ///
+    /// #[resilient_api(timeout(attempt = "1s"))]
+    /// pub trait Api { #[get("/ping")] async fn ping(&self) -> Result<(), ApiError>; }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), resilient_api::ApiError> {
+    /// let t = ScriptedTransport::new([Step::status(204)]);
+    /// let api = ApiClient::builder().base_url("http://api.test").transport(Tagged(t.clone())).build()?;
+    /// api.ping().await?;
+    /// assert_eq!(t.requests()[0].headers["x-client"], "docs");
+    /// # Ok(()) }
+    /// ```
     fn send(&self, request: HttpRequest) -> SendFuture;
 }
 
 /// One request as it goes on the wire.
+///
+/// A transport gets one, and so does a middleware, just before it is sent:
+///
+/// ```
+/// use resilient_api::testing::{ScriptedTransport, Step};
+/// use resilient_api::transport::HttpRequest;
+/// use resilient_api::{resilient_api, ApiError};
+///
+/// #[resilient_api(timeout(attempt = "1s"))]
+/// pub trait Api { #[get("/ping")] async fn ping(&self) -> Result<(), ApiError>; }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), resilient_api::ApiError> {
+/// let t = ScriptedTransport::new([Step::status(204)]);
+/// let api = ApiClient::builder().base_url("http://api.test").transport(t.clone())
+///     .middleware(|req: &mut HttpRequest| {
+///         let signature = format!("{} {}", req.method, req.url.path());
+///         req.headers.insert("x-signature", signature.parse()?);
+///         Ok(())
+///     })
+///     .build()?;
+/// api.ping().await?;
+/// assert_eq!(t.requests()[0].headers["x-signature"], "GET /ping");
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub struct HttpRequest {
     /// The method.
@@ -72,6 +173,19 @@ pub struct HttpRequest {
 }
 
 /// The head of a response and its body, still to be read.
+///
+/// What a [`Transport`] returns, built field by field:
+///
+/// ```
+/// use resilient_api::transport::{HttpResponse, ResponseBody};
+/// use resilient_api::Bytes;
+///
+/// let mut headers = http::HeaderMap::new();
+/// headers.insert("content-type", http::HeaderValue::from_static("text/plain"));
+/// let body = ResponseBody::full(Bytes::from_static(b"hello"));
+/// let response = HttpResponse { status: http::StatusCode::OK, headers, body };
+/// assert_eq!(response.status, 200);
+/// ```
 #[derive(Debug)]
 pub struct HttpResponse {
     /// The status.
@@ -84,6 +198,13 @@ pub struct HttpResponse {
 
 impl HttpResponse {
     /// A response with an empty body.
+    ///
+    /// ```
+    /// use resilient_api::transport::HttpResponse;
+    ///
+    /// let response = HttpResponse::new(http::StatusCode::NO_CONTENT, http::HeaderMap::new());
+    /// assert_eq!(response.status, 204);
+    /// ```
     pub fn new(status: StatusCode, headers: HeaderMap) -> Self {
         HttpResponse {
             status,
@@ -94,6 +215,24 @@ impl HttpResponse {
 }
 
 /// A response body: a stream of chunks that ends, fails, or is dropped.
+///
+/// Read it as a [`Stream`]:
+///
+/// ```
+/// use futures_util::StreamExt;
+/// use resilient_api::transport::ResponseBody;
+/// use resilient_api::Bytes;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), resilient_api::transport::TransportError> {
+/// let chunks = [Ok(Bytes::from("hel")), Ok(Bytes::from("lo"))];
+/// let mut body = ResponseBody::stream(futures_util::stream::iter(chunks));
+/// let mut read = Vec::new();
+/// while let Some(chunk) = body.next().await {
+///     read.extend_from_slice(&chunk?); // an `Err` means the body was cut short
+/// }
+/// assert_eq!(read, b"hello");
+/// # Ok(()) }
+/// ```
 pub struct ResponseBody {
     inner: BodyInner,
 }
@@ -108,6 +247,16 @@ enum BodyInner {
 
 impl ResponseBody {
     /// No body.
+    ///
+    /// ```
+    /// use futures_util::StreamExt;
+    /// use resilient_api::transport::ResponseBody;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), resilient_api::transport::TransportError> {
+    /// let mut body = ResponseBody::empty();
+    /// assert!(body.next().await.is_none());
+    /// # Ok(()) }
+    /// ```
     pub fn empty() -> Self {
         ResponseBody {
             inner: BodyInner::Full(None),
@@ -115,6 +264,18 @@ impl ResponseBody {
     }
 
     /// A body that is already in memory.
+    ///
+    /// ```
+    /// use futures_util::StreamExt;
+    /// use resilient_api::transport::ResponseBody;
+    /// use resilient_api::Bytes;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), resilient_api::transport::TransportError> {
+    /// let mut body = ResponseBody::full(Bytes::from("hello"));
+    /// assert_eq!(body.next().await.transpose()?, Some(Bytes::from("hello")));
+    /// assert!(body.next().await.is_none());
+    /// # Ok(()) }
+    /// ```
     pub fn full(bytes: Bytes) -> Self {
         ResponseBody {
             inner: BodyInner::Full(Some(bytes)),
@@ -122,6 +283,19 @@ impl ResponseBody {
     }
 
     /// A body read chunk by chunk; an `Err` item means it was cut short.
+    ///
+    /// ```
+    /// use futures_util::StreamExt;
+    /// use resilient_api::transport::{ResponseBody, TransportError};
+    /// use resilient_api::Bytes;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), resilient_api::transport::TransportError> {
+    /// let chunks = [Ok(Bytes::from("par")), Err(TransportError::io("connection reset"))];
+    /// let mut body = ResponseBody::stream(futures_util::stream::iter(chunks));
+    /// assert_eq!(body.next().await.transpose()?, Some(Bytes::from("par")));
+    /// assert!(body.next().await.is_some_and(|chunk| chunk.is_err()));
+    /// # Ok(()) }
+    /// ```
     pub fn stream<S>(stream: S) -> Self
     where
         S: Stream<Item = Result<Bytes, TransportError>> + Send + 'static,
@@ -195,6 +369,17 @@ impl fmt::Debug for ResponseBody {
 }
 
 /// Where a transport failure happened, which decides whether it may be retried.
+///
+/// ```
+/// use resilient_api::transport::{TransportError, TransportErrorKind};
+///
+/// let e = TransportError::io("connection reset");
+/// let safe_to_resend = match e.kind() {
+///     TransportErrorKind::Connect => true, // it never ran
+///     TransportErrorKind::Io => false,     // it may have run: resend only if idempotent
+/// };
+/// assert!(!safe_to_resend);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TransportErrorKind {
     /// Before the request was sent (connect refused, DNS failure): it never ran.
@@ -204,6 +389,25 @@ pub enum TransportErrorKind {
 }
 
 /// A failure on the wire.
+///
+/// A custom transport turns its own errors into one:
+///
+/// ```
+/// use resilient_api::transport::{TransportError, TransportErrorKind};
+/// use std::io;
+///
+/// /// Sort a socket error by whether the request was sent.
+/// fn classify(e: io::Error) -> TransportError {
+///     let error = match e.kind() {
+///         io::ErrorKind::ConnectionRefused => TransportError::connect("connection refused"),
+///         _ => TransportError::io("connection failed"),
+///     };
+///     error.with_source(e)
+/// }
+/// let refused = classify(io::ErrorKind::ConnectionRefused.into());
+/// assert_eq!(refused.kind(), TransportErrorKind::Connect);
+/// assert_eq!(classify(io::ErrorKind::ConnectionReset.into()).kind(), TransportErrorKind::Io);
+/// ```
 #[derive(Debug)]
 pub struct TransportError {
     kind: TransportErrorKind,
@@ -213,6 +417,14 @@ pub struct TransportError {
 
 impl TransportError {
     /// The request was never sent.
+    ///
+    /// ```
+    /// use resilient_api::transport::{TransportError, TransportErrorKind};
+    ///
+    /// let e = TransportError::connect("connection refused");
+    /// assert_eq!(e.kind(), TransportErrorKind::Connect); // retried on any method
+    /// assert_eq!(e.to_string(), "connection refused");
+    /// ```
     pub fn connect(message: &'static str) -> Self {
         TransportError {
             kind: TransportErrorKind::Connect,
@@ -222,6 +434,14 @@ impl TransportError {
     }
 
     /// The connection failed after the request was sent.
+    ///
+    /// ```
+    /// use resilient_api::transport::{TransportError, TransportErrorKind};
+    ///
+    /// let e = TransportError::io("connection reset");
+    /// assert_eq!(e.kind(), TransportErrorKind::Io); // retried only when idempotent
+    /// assert_eq!(e.to_string(), "connection reset");
+    /// ```
     pub fn io(message: &'static str) -> Self {
         TransportError {
             kind: TransportErrorKind::Io,
@@ -231,12 +451,29 @@ impl TransportError {
     }
 
     /// Attach the underlying cause.
+    ///
+    /// ```
+    /// use resilient_api::transport::TransportError;
+    /// use std::{error::Error as _, io};
+    ///
+    /// let cause = io::Error::from(io::ErrorKind::ConnectionReset);
+    /// let e = TransportError::io("connection reset").with_source(cause);
+    /// let source = e.source().and_then(|s| s.downcast_ref::<io::Error>());
+    /// assert_eq!(source.map(io::Error::kind), Some(io::ErrorKind::ConnectionReset));
+    /// ```
     pub fn with_source(mut self, source: impl Into<BoxError>) -> Self {
         self.source = Some(source.into());
         self
     }
 
     /// Where it failed.
+    ///
+    /// ```
+    /// use resilient_api::transport::{TransportError, TransportErrorKind};
+    ///
+    /// let e = TransportError::connect("dns lookup failed");
+    /// assert_eq!(e.kind(), TransportErrorKind::Connect);
+    /// ```
     pub fn kind(&self) -> TransportErrorKind {
         self.kind
     }
@@ -352,6 +589,22 @@ mod reqwest_transport {
     /// The reqwest transport as a [`Transport`], to wrap or to pass on explicitly: one
     /// `reqwest::Client` (one connection pool). A client built without
     /// `.transport(...)` sends through the same code, without boxing its future.
+    ///
+    /// Passed to the builder explicitly, with reqwest's defaults and redirects off:
+    ///
+    /// ```
+    /// use resilient_api::transport::ReqwestTransport;
+    /// use resilient_api::{resilient_api, ApiError};
+    ///
+    /// #[resilient_api(base_url = "http://127.0.0.1:8080", timeout(attempt = "1s"))]
+    /// pub trait Api { #[get("/ping")] async fn ping(&self) -> Result<(), ApiError>; }
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let transport = ReqwestTransport::new(ReqwestTransport::default_client()?);
+    /// let api = ApiClient::builder().transport(transport).build()?;
+    /// # let _ = api;
+    /// # Ok(()) }
+    /// ```
     #[derive(Clone, Debug)]
     pub struct ReqwestTransport {
         client: reqwest::Client,
@@ -360,11 +613,38 @@ mod reqwest_transport {
     impl ReqwestTransport {
         /// Use `client` as it is. Turn its redirects off
         /// (`redirect::Policy::none()`) to let the pipeline handle them.
+        ///
+        /// ```
+        /// use resilient_api::transport::ReqwestTransport;
+        ///
+        /// # fn main() -> Result<(), reqwest::Error> {
+        /// let client = reqwest::Client::builder()
+        ///     .redirect(reqwest::redirect::Policy::none()) // the pipeline follows redirects
+        ///     .pool_max_idle_per_host(8)
+        ///     .build()?;
+        /// let transport = ReqwestTransport::new(client);
+        /// # let _ = transport;
+        /// # Ok(()) }
+        /// ```
         pub fn new(client: reqwest::Client) -> Self {
             ReqwestTransport { client }
         }
 
         /// A client with redirects turned off and otherwise reqwest's defaults.
+        ///
+        /// ```
+        /// use resilient_api::transport::ReqwestTransport;
+        /// use resilient_api::{resilient_api, ApiError};
+        ///
+        /// #[resilient_api(base_url = "http://127.0.0.1:8080", timeout(attempt = "1s"))]
+        /// pub trait Api { #[get("/ping")] async fn ping(&self) -> Result<(), ApiError>; }
+        ///
+        /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+        /// let client = ReqwestTransport::default_client()?;
+        /// let api = ApiClient::builder().reqwest_client(client).build()?; // one pool per reqwest client
+        /// # let _ = api;
+        /// # Ok(()) }
+        /// ```
         pub fn default_client() -> Result<reqwest::Client, reqwest::Error> {
             reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
