@@ -97,6 +97,13 @@ fn check_trait(cx: &Ctxt, api: &Api) {
         if value.contains(['?', '#']) {
             cx.error_spanned_by(url, "a base URL cannot hold a query or fragment");
         }
+        let authority = rest.and_then(|r| r.split(['/', '?', '#']).next());
+        if authority.is_some_and(|a| a.contains('@')) {
+            cx.error_spanned_by(
+                url,
+                "a base URL cannot hold credentials (`user:password@`): they would not be sent, and would be compiled into the binary; send them with the builder's `bearer_auth` or `secret_header`, or a middleware",
+            );
+        }
     }
     let mut names: Vec<String> = Vec::new();
     for (name, value) in &attrs.headers {

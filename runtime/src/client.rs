@@ -587,7 +587,10 @@ impl<C: GeneratedClient> ClientBuilder<C> {
     }
 
     /// The base URL; overrides the attribute's `base_url`. Required if the attribute
-    /// has none.
+    /// has none. An http or https URL without a query, a fragment or credentials
+    /// (`user:password@`, which would not be sent: use [`bearer_auth`](Self::bearer_auth),
+    /// [`secret_header`](Self::secret_header) or a middleware); anything else makes
+    /// [`build`](Self::build) fail.
     ///
     /// ```
     /// # use resilient_api::testing::{ScriptedTransport, Step};
@@ -1105,6 +1108,15 @@ impl<C: GeneratedClient> ClientBuilder<C> {
             .map_err(|e| ApiError::builder("base URL is not a valid URL").with_source(e))?;
         if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
             return Err(ApiError::builder("base URL must be an http or https URL"));
+        }
+        // Not sent by the transport (a request is built from a parsed URL, which
+        // skips reqwest's own user-info step), and a secret in a URL leaks into
+        // logs: refuse it rather than drop it without a word.
+        if !base.username().is_empty() || base.password().is_some() {
+            return Err(ApiError::builder(
+                "base URL cannot hold credentials (`user:password@`): send them with \
+                 `bearer_auth`, `secret_header` or a middleware",
+            ));
         }
         if base.query().is_some() || base.fragment().is_some() {
             return Err(ApiError::builder(

@@ -1,0 +1,60 @@
+//! `build()` reports a bad base URL as a typed `Builder` error, never a panic, and
+//! never with a secret in its message.
+
+use resilient_api::testing::ScriptedTransport;
+use resilient_api::{ApiError, ErrorKind, resilient_api};
+
+/// No base URL on the attribute: the builder must supply one.
+#[resilient_api(timeout(attempt = "1s"))]
+pub trait Anywhere {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+fn build(base: Option<&str>) -> Result<AnywhereClient, ApiError> {
+    let builder = AnywhereClient::builder().transport(ScriptedTransport::new([]));
+    match base {
+        Some(base) => builder.base_url(base).build(),
+        None => builder.build(),
+    }
+}
+
+fn refused(base: Option<&str>) -> String {
+    match build(base) {
+        Ok(_) => panic!("{base:?} was accepted"),
+        Err(e) => {
+            assert_eq!(e.kind(), ErrorKind::Builder, "{base:?}");
+            e.to_string()
+        }
+    }
+}
+
+#[test]
+fn a_bad_base_url_is_a_builder_error() {
+    assert!(refused(None).contains("no base URL"));
+    assert!(refused(Some("not a url")).contains("not a valid URL"));
+    assert!(refused(Some("ftp://files.test/")).contains("http or https"));
+    assert!(refused(Some("https://api.test/v1?key=abc")).contains("query or fragment"));
+    assert!(refused(Some("https://api.test/v1#top")).contains("query or fragment"));
+    assert!(build(Some("https://api.test/v1/")).is_ok());
+}
+
+/// Regression: credentials in the base URL were accepted and then silently not sent
+/// (the transport builds requests from a parsed URL, which skips reqwest's user-info
+/// step). They are refused, and the message does not repeat them.
+#[test]
+fn credentials_in_the_base_url_are_refused_without_repeating_them() {
+    for base in [
+        "https://ada:hunter2@api.test/",
+        "https://token-abc123@api.test/",
+        "http://ada:@api.test",
+    ] {
+        let message = refused(Some(base));
+        assert!(message.contains("cannot hold credentials"), "{base}: {message}");
+        for secret in ["hunter2", "token-abc123", "ada"] {
+            assert!(!message.contains(secret), "{base}: {message}");
+        }
+    }
+    // An `@` in the path is not user info.
+    assert!(build(Some("https://api.test/users/@me/")).is_ok());
+}
