@@ -67,11 +67,22 @@ use crate::transport::ResponseBody;
 /// assert_eq!(page.into_value(), ["a", "b"]);
 /// # Ok(()) }
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Response<T> {
     status: StatusCode,
     headers: HeaderMap,
     value: T,
+}
+
+impl<T: fmt::Debug> fmt::Debug for Response<T> {
+    /// Secret headers (`Set-Cookie` among them) are shown as `[redacted]`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Response")
+            .field("status", &self.status)
+            .field("headers", &crate::observe::Redacted(&self.headers))
+            .field("value", &self.value)
+            .finish()
+    }
 }
 
 impl<T> Response<T> {
@@ -440,7 +451,6 @@ impl fmt::Debug for ResponseStream {
 }
 
 /// A response as the pipeline hands it to a decoder.
-#[derive(Debug)]
 pub struct RawResponse {
     /// The status.
     pub status: StatusCode,
@@ -452,6 +462,19 @@ pub struct RawResponse {
     pub endpoint: &'static str,
     /// How many attempts the call made, for errors: a decoder's error is given it.
     pub attempts: u32,
+}
+
+impl fmt::Debug for RawResponse {
+    /// Secret headers are shown as `[redacted]`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RawResponse")
+            .field("status", &self.status)
+            .field("headers", &crate::observe::Redacted(&self.headers))
+            .field("body", &self.body)
+            .field("endpoint", &self.endpoint)
+            .field("attempts", &self.attempts)
+            .finish()
+    }
 }
 
 /// A body, read whole or still streaming.

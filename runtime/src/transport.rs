@@ -160,7 +160,6 @@ pub trait Transport: Send + Sync + 'static {
 /// assert_eq!(t.requests()[0].headers["x-signature"], "GET /ping");
 /// # Ok(()) }
 /// ```
-#[derive(Debug)]
 pub struct HttpRequest {
     /// The method.
     pub method: Method,
@@ -170,6 +169,19 @@ pub struct HttpRequest {
     pub headers: HeaderMap,
     /// The body.
     pub body: RequestBody,
+}
+
+impl fmt::Debug for HttpRequest {
+    /// Secret headers and every query value are shown as `[redacted]`, so a logging
+    /// middleware can print the request.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpRequest")
+            .field("method", &self.method)
+            .field("url", &crate::observe::redact_url(self.url.as_str()))
+            .field("headers", &crate::observe::Redacted(&self.headers))
+            .field("body", &self.body)
+            .finish()
+    }
 }
 
 /// The head of a response and its body, still to be read.

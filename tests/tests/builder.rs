@@ -50,7 +50,10 @@ fn credentials_in_the_base_url_are_refused_without_repeating_them() {
         "http://ada:@api.test",
     ] {
         let message = refused(Some(base));
-        assert!(message.contains("cannot hold credentials"), "{base}: {message}");
+        assert!(
+            message.contains("cannot hold credentials"),
+            "{base}: {message}"
+        );
         for secret in ["hunter2", "token-abc123", "ada"] {
             assert!(!message.contains(secret), "{base}: {message}");
         }

@@ -1,0 +1,74 @@
+//! Scripted tier of redaction (DESIGN §3.9: secrets are redacted in every `Debug`):
+//! what a middleware sees of the request, and a `Response<T>` with its headers.
+
+use std::sync::{Arc, Mutex};
+
+use resilient_api::testing::{ScriptedTransport, Step};
+use resilient_api::{ApiError, Response, resilient_api};
+use tests::scripted_builder;
+
+const CANARY: &str = "CANARY-51c2";
+
+/// A declared secret header and query parameter, and a response with its headers.
+#[resilient_api(base_url = "https://api.test", timeout(attempt = "1s"), retry(max = 0))]
+pub trait Secrets {
+    #[get("/data")]
+    async fn data(
+        &self,
+        #[header("x-api-key", secret)] key: &str,
+        #[query("api_key", secret)] api_key: &str,
+    ) -> Result<String, ApiError>;
+
+    #[get("/login")]
+    async fn login(&self) -> Result<Response<String>, ApiError>;
+}
+
+/// Regression: `HttpRequest` derived `Debug`, and `Url`'s `Debug` shows the query, so a
+/// logging middleware printed the declared-secret query value.
+#[tokio::test(start_paused = true)]
+async fn a_request_printed_by_a_middleware_shows_no_secret() {
+    let t = ScriptedTransport::new([Step::status(200).body("ok")]);
+    let seen = Arc::new(Mutex::new(String::new()));
+    let api: SecretsClient = scripted_builder(&t)
+        .middleware({
+            let seen = Arc::clone(&seen);
+            move |req| {
+                *seen.lock().unwrap() = format!("{req:?}");
+                Ok(())
+            }
+        })
+        .build()
+        .unwrap();
+    assert_eq!(api.data(CANARY, CANARY).await.unwrap(), "ok");
+    let printed = seen.lock().unwrap().clone();
+    assert!(printed.contains("/data?api_key=[redacted]"), "{printed}");
+    assert!(!printed.contains(CANARY), "leaked: {printed}");
+    // The server still got both.
+    let sent = &t.requests()[0];
+    assert!(sent.url.ends_with(&format!("api_key={CANARY}")));
+}
+
+/// Regression: `Response<T>` derived `Debug` and printed `Set-Cookie` as it came.
+#[tokio::test(start_paused = true)]
+async fn a_response_printed_shows_no_cookie() {
+    let t = ScriptedTransport::new([Step::status(200)
+        .header("set-cookie", &format!("session={CANARY}; HttpOnly"))
+        .header("x-request-id", "r-1")
+        .body("hi")]);
+    let api: SecretsClient = scripted_builder(&t).build().unwrap();
+    let response = api.login().await.unwrap();
+    let printed = format!("{response:?}");
+    assert!(!printed.contains(CANARY), "leaked: {printed}");
+    assert!(
+        printed.contains("\"set-cookie\": \"[redacted]\""),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("r-1") && printed.contains("\"hi\""),
+        "{printed}"
+    );
+    assert_eq!(
+        response.headers()["set-cookie"],
+        format!("session={CANARY}; HttpOnly").as_str()
+    );
+}
