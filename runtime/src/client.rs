@@ -1167,7 +1167,7 @@ impl<C: GeneratedClient> ClientBuilder<C> {
             };
             Partition {
                 name: name.to_owned(),
-                breaker: CircuitBreaker::new(breaker, label, name.to_owned()),
+                breaker: CircuitBreaker::new(breaker, label, name.to_owned(), origin.clone()),
                 bulkhead: Bulkhead::new(bulkhead),
                 rate_limit: rate_limit.map(|r| RateLimiter::new(r, now)),
                 budget: self.budget.map(|b| RetryBudget::new(b, now)),

@@ -156,7 +156,12 @@ async fn a_call_refused_by_an_open_breaker_is_a_rejection() {
     let _installed = metrics::set_default_local_recorder(&m);
     let t = ScriptedTransport::new([Step::status(503)]);
     let api = scripted::<FragileClient>(&t);
-    let state = |partition| m.gauge("resilient_api_breaker_state", &[("partition", partition)]);
+    let state = |partition| {
+        m.gauge(
+            "resilient_api_breaker_state",
+            &[("origin", "https://example.test"), ("partition", partition)],
+        )
+    };
 
     let err = api.resource().await.expect_err("503");
     assert_eq!(err.kind(), ErrorKind::Status);
@@ -307,4 +312,58 @@ async fn a_waiter_is_in_the_queue_depth_until_it_is_cancelled() {
     );
     assert_eq!(m.series("resilient_api_rejections_total"), 1);
     assert_nothing_leaked(&t);
+}
+
+/// One failure trips it for 1 s.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 0),
+    breaker(failures = 1, reset = "1s")
+)]
+pub trait Alpha {
+    #[get("/a")]
+    async fn a(&self) -> Result<String, ApiError>;
+}
+
+/// One failure trips it for 100 ms.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 0),
+    breaker(failures = 1, reset = "100ms")
+)]
+pub trait Beta {
+    #[get("/b")]
+    async fn b(&self) -> Result<String, ApiError>;
+}
+
+/// Regression: the gauge was tagged with the partition alone, and every client's
+/// default partition is `default`, so two upstreams' breakers wrote one series: here
+/// it read closed while Alpha's breaker was open.
+#[tokio::test(start_paused = true)]
+async fn breaker_gauges_of_two_upstreams_are_apart() {
+    let m = Recorded::new();
+    let _installed = metrics::set_default_local_recorder(&m);
+    let ta = ScriptedTransport::new([Step::status(503)]);
+    let tb = ScriptedTransport::new([Step::status(503), Step::status(200).body("ok")]);
+    let alpha: AlphaClient = tests::scripted_builder(&ta)
+        .base_url("https://alpha.test")
+        .build()
+        .unwrap();
+    let beta: BetaClient = tests::scripted_builder(&tb)
+        .base_url("https://beta.test")
+        .build()
+        .unwrap();
+    alpha.a().await.unwrap_err();
+    beta.b().await.unwrap_err();
+    tokio::time::sleep(ms(100)).await;
+    assert_eq!(beta.b().await.unwrap(), "ok");
+    let state = |origin| {
+        m.gauge(
+            "resilient_api_breaker_state",
+            &[("origin", origin), ("partition", "default")],
+        )
+    };
+    assert_eq!(m.series("resilient_api_breaker_state"), 2);
+    assert_eq!(state("https://alpha.test"), Some(2.0), "open");
+    assert_eq!(state("https://beta.test"), Some(0.0), "closed again");
 }

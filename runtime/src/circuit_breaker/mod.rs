@@ -53,18 +53,27 @@ pub(crate) struct CircuitBreaker {
     label: String,
     /// The partition's name (`""` for the default one), for metrics.
     partition: String,
+    /// The upstream's origin (`https://host`), for metrics: every client's default
+    /// partition is named `default`, and one gauge series per breaker needs both.
+    origin: String,
     state: Mutex<Breaker>,
     /// `generation + 1` while quiet, `0` when not; written only under the lock.
     quiet: AtomicU64,
 }
 
 impl CircuitBreaker {
-    pub(crate) fn new(config: BreakerConfig, label: String, partition: String) -> Self {
+    pub(crate) fn new(
+        config: BreakerConfig,
+        label: String,
+        partition: String,
+        origin: String,
+    ) -> Self {
         let breaker = Breaker::new(config);
         let quiet = AtomicU64::new(quiet_word(&breaker));
         CircuitBreaker {
             label,
             partition,
+            origin,
             state: Mutex::new(breaker),
             quiet,
         }
@@ -89,7 +98,7 @@ impl CircuitBreaker {
 
     fn emit(&self, t: Option<Transition>) {
         if let Some(t) = t {
-            crate::observe::metrics_impl::breaker_state(&self.partition, t.to);
+            crate::observe::metrics_impl::breaker_state(&self.origin, &self.partition, t.to);
             tracing::info!(
                 partition = %self.label,
                 from = ?t.from,
