@@ -345,8 +345,12 @@ pub(crate) fn execute(
             start,
         );
         match result {
-            Ok(raw) => {
+            Ok(mut raw) => {
                 record_status(&span, raw.status.as_u16());
+                // The token covers the streamed body too, read after the call returns.
+                if let (Some(token), RawBody::Streaming(stream)) = (cancel, &mut raw.body) {
+                    stream.cancel_on(token.clone());
+                }
                 Ok(raw)
             }
             Err(e) => Err(call_failed(&span, finish(e))),

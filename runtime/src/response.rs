@@ -10,7 +10,13 @@
 //! A JSON endpoint accepts `application/json`, any `+json` type, `text/plain`,
 //! `application/octet-stream`, or no content type; anything else (an HTML error page)
 //! is [`ErrorKind::UnexpectedContentType`]. A streamed body stays bounded by the call's
-//! total deadline and by an idle limit between chunks (the attempt timeout, or 30 s).
+//! total deadline and by an idle limit between chunks (the attempt timeout, or 30 s),
+//! and ends with the call's cancellation token.
+//!
+//! A streamed result's attempt ends with its head: the breaker judges it then, its
+//! bulkhead permit goes back then, and a failure of the body read afterwards (cut
+//! short, idle) is the caller's to see, not the breaker's to count. Limit concurrent
+//! downloads yourself if a slow body must hold a slot.
 //!
 //! # Example
 //! ```no_run
@@ -182,8 +188,10 @@ impl<T> Response<T> {
 
 /// A response whose body is read after the call returned, chunk by chunk.
 ///
-/// Reading stays bounded by the call's total deadline and by an idle limit between
-/// chunks; dropping it aborts the transfer.
+/// Reading stays bounded by the call's total deadline (which wins a tie with a
+/// chunk), by an idle limit between chunks (which a chunk landing exactly on it
+/// beats), and by the call's cancellation token; dropping it aborts the transfer, and
+/// so does its first error or its end.
 ///
 /// ```
 /// use resilient_api::{Bytes, ErrorKind, ResponseStream};
@@ -219,6 +227,8 @@ pub struct ResponseStream {
     read: u64,
     end: End,
     endpoint: &'static str,
+    /// The call's cancellation token, if it was given one.
+    cancel: Option<tokio_util::sync::CancellationToken>,
 }
 
 /// Whether a [`ResponseStream`] may still be read from.
@@ -249,7 +259,13 @@ impl ResponseStream {
             read: 0,
             end: End::Open,
             endpoint,
+            cancel: None,
         }
+    }
+
+    /// Ends reads with [`ErrorKind::Cancelled`] once `token` is cancelled.
+    pub(crate) fn cancel_on(&mut self, token: tokio_util::sync::CancellationToken) {
+        self.cancel = Some(token);
     }
 
     /// The status.
@@ -346,29 +362,63 @@ impl ResponseStream {
             Ok(None) => End::Done,
             Err(e) => End::Failed(e.kind()),
         };
+        if !matches!(self.end, End::Open) {
+            // Never read again: let the transfer (and its connection) go now, not
+            // when the caller drops the stream.
+            self.body = ResponseBody::empty();
+        }
         next
     }
 
     async fn next_chunk(&mut self) -> Result<Option<Bytes>, ApiError> {
-        // An idle limit too far away to count is no limit, as everywhere else.
-        let idle_end = Instant::now().checked_add(self.idle);
-        let (until, kind) = match (self.deadline, idle_end) {
-            (Some(d), Some(i)) if d <= i => (Some(d), ErrorKind::Deadline),
-            (Some(d), None) => (Some(d), ErrorKind::Deadline),
-            (_, i) => (i, ErrorKind::AttemptTimeout),
+        const AT_DEADLINE: &str = "while reading the streamed body";
+        let now = Instant::now();
+        // Asked before the body, which may have data ready: a deadline that has
+        // passed, or a cancelled call, ends the read whatever is waiting.
+        if self.deadline.is_some_and(|d| d <= now) {
+            return Err(self.fail(ErrorKind::Deadline, AT_DEADLINE));
+        }
+        if self.cancel.as_ref().is_some_and(|t| t.is_cancelled()) {
+            return Err(self.fail(ErrorKind::Cancelled, "the call was cancelled"));
+        }
+        // An idle limit too far away to count is no limit, as everywhere else. The
+        // earlier of the two limits is the one that can fire.
+        let idle_end = now.checked_add(self.idle);
+        let (deadline, idle_end) = match (self.deadline, idle_end) {
+            (Some(d), Some(i)) if d <= i => (Some(d), None),
+            (Some(d), None) => (Some(d), None),
+            (_, i) => (None, i),
         };
-        let next = match until {
-            Some(until) => tokio::time::timeout_at(until, self.body.next()).await,
-            None => Ok(self.body.next().await),
+        let until = |at: Option<Instant>| async move {
+            match at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        let cancelled = async {
+            match &self.cancel {
+                Some(t) => t.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        // In this order: the deadline wins a tie with a chunk (as it does everywhere
+        // in a call), and a chunk wins a tie with the idle limit (as a body does with
+        // the attempt timeout).
+        let next = tokio::select! {
+            biased;
+            () = until(deadline) => Err(ErrorKind::Deadline),
+            () = cancelled => Err(ErrorKind::Cancelled),
+            next = self.body.next() => Ok(next),
+            () = until(idle_end) => Err(ErrorKind::AttemptTimeout),
         };
         match next {
-            Err(_) => Err(self.fail(
+            Err(ErrorKind::Deadline) => Err(self.fail(ErrorKind::Deadline, AT_DEADLINE)),
+            Err(ErrorKind::Cancelled) => {
+                Err(self.fail(ErrorKind::Cancelled, "the call was cancelled"))
+            }
+            Err(kind) => Err(self.fail(
                 kind,
-                if kind == ErrorKind::Deadline {
-                    "while reading the streamed body"
-                } else {
-                    "no data within the idle limit while reading the streamed body"
-                },
+                "no data within the idle limit while reading the streamed body",
             )),
             Ok(None) => Ok(None),
             Ok(Some(Err(e))) => Err(self
