@@ -418,6 +418,14 @@ fn prepare(inner: &ClientInner, ep: &EndpointRuntime, request: &mut RequestBuild
         }
     };
     let call_headers = request.headers.take();
+    // Only a key the caller passed replaces the one made for each call; a client-wide
+    // header of that name does not (it would stand for every call's key).
+    let caller_key = spec.idempotency_key.is_some_and(|key_header| {
+        call_headers
+            .iter()
+            .flat_map(HeaderMap::keys)
+            .any(|k| k.as_str().eq_ignore_ascii_case(key_header))
+    });
     let mut headers = if inner.headers.is_empty() {
         call_headers
     } else {
@@ -441,10 +449,7 @@ fn prepare(inner: &ClientInner, ep: &EndpointRuntime, request: &mut RequestBuild
         Some(headers)
     };
     if let Some(key_header) = spec.idempotency_key
-        && !headers
-            .iter()
-            .flat_map(HeaderMap::keys)
-            .any(|k| k.as_str().eq_ignore_ascii_case(key_header))
+        && !caller_key
     {
         let key = uuid::Builder::from_random_bytes(inner.jitter.next_bytes()).into_uuid();
         if let (Ok(n), Ok(v)) = (
@@ -453,6 +458,16 @@ fn prepare(inner: &ClientInner, ep: &EndpointRuntime, request: &mut RequestBuild
         ) {
             headers.get_or_insert_with(HeaderMap::new).insert(n, v);
         }
+    }
+    if let Some(body_type) = request.body_type
+        && !headers
+            .as_ref()
+            .is_some_and(|h| h.contains_key(http::header::CONTENT_TYPE))
+    {
+        headers.get_or_insert_with(HeaderMap::new).insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static(body_type),
+        );
     }
     let body = match &request.body {
         RequestBody::Bytes(b) => b.clone(),

@@ -385,6 +385,10 @@ pub struct RequestBuilder {
     /// `None` until a header is added: most calls add none.
     pub(crate) headers: Option<HeaderMap>,
     pub(crate) body: RequestBody,
+    /// The body's own content type, sent unless a header names one (the call's, or
+    /// the client's): added when the request is prepared, so that an explicit one
+    /// given before or after the body, or by the client, replaces it.
+    pub(crate) body_type: Option<&'static str>,
     pub(crate) error: Option<InvalidRequest>,
 }
 
@@ -397,6 +401,7 @@ impl RequestBuilder {
             query: String::new(),
             headers: None,
             body: RequestBody::Empty,
+            body_type: None,
             error: None,
         }
     }
@@ -506,13 +511,7 @@ impl RequestBuilder {
     }
 
     fn set_body(&mut self, bytes: Bytes, content_type: &'static str) {
-        let headers = self.headers.get_or_insert_with(HeaderMap::new);
-        if !headers.contains_key(http::header::CONTENT_TYPE) {
-            headers.insert(
-                http::header::CONTENT_TYPE,
-                HeaderValue::from_static(content_type),
-            );
-        }
+        self.body_type = Some(content_type);
         self.body = RequestBody::Bytes(bytes);
     }
 

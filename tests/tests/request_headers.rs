@@ -1,0 +1,135 @@
+//! Which `Content-Type` and idempotency key go on the wire when a body's default, a
+//! caller's header and a client-wide header meet.
+
+use resilient_api::testing::{ScriptedTransport, Step};
+use resilient_api::{ApiError, Bytes, resilient_api};
+use serde::Serialize;
+use tests::{scripted, scripted_builder};
+
+/// A JSON body.
+#[derive(Debug, Serialize)]
+pub struct Item {
+    /// Its name.
+    pub name: String,
+}
+
+/// Bodies with a caller's `Content-Type`, given after or before them.
+#[resilient_api(timeout(attempt = "1s"), retry(max = 0))]
+pub trait Bodies {
+    #[patch("/items/1")]
+    async fn json_then_type(
+        &self,
+        #[body] item: &Item,
+        #[header("Content-Type")] content_type: &str,
+    ) -> Result<(), ApiError>;
+
+    #[patch("/items/1")]
+    async fn type_then_json(
+        &self,
+        #[header("Content-Type")] content_type: &str,
+        #[body] item: &Item,
+    ) -> Result<(), ApiError>;
+
+    #[put("/docs/1")]
+    async fn raw_then_type(
+        &self,
+        #[body(raw)] doc: Bytes,
+        #[header("Content-Type")] content_type: &str,
+    ) -> Result<(), ApiError>;
+
+    #[put("/items/1")]
+    async fn json(&self, #[body] item: &Item) -> Result<(), ApiError>;
+}
+
+/// A client-wide `Content-Type` for every call.
+#[resilient_api(
+    timeout(attempt = "1s"),
+    retry(max = 0),
+    headers("Content-Type" = "application/vnd.acme+json")
+)]
+pub trait Vendor {
+    #[post("/v")]
+    async fn post(&self, #[body] item: &Item) -> Result<(), ApiError>;
+}
+
+/// A POST keyed anew for every call.
+#[resilient_api(timeout(attempt = "1s"), retry(max = 0))]
+pub trait Keyed {
+    #[post("/charges")]
+    #[idempotency_key]
+    async fn charge(&self, #[body] item: &Item) -> Result<(), ApiError>;
+}
+
+fn item() -> Item {
+    Item { name: "a".into() }
+}
+
+fn values(t: &ScriptedTransport, name: &str) -> Vec<Vec<String>> {
+    t.requests()
+        .iter()
+        .map(|r| {
+            r.headers
+                .get_all(name)
+                .iter()
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                .collect()
+        })
+        .collect()
+}
+
+/// Regression: a caller's `Content-Type` given after the body was added next to the
+/// body's default, so two went out; given before, one did. Now one, either way.
+#[tokio::test(start_paused = true)]
+async fn a_callers_content_type_replaces_the_bodys_in_any_order() {
+    let t = ScriptedTransport::new((0..4).map(|_| Step::status(204)));
+    let api = scripted::<BodiesClient>(&t);
+    let patch = "application/merge-patch+json";
+    api.json_then_type(&item(), patch).await.unwrap();
+    api.type_then_json(patch, &item()).await.unwrap();
+    api.raw_then_type(Bytes::from_static(b"<x/>"), "application/xml")
+        .await
+        .unwrap();
+    api.json(&item()).await.unwrap();
+    assert_eq!(
+        values(&t, "content-type"),
+        [
+            vec![patch.to_owned()],
+            vec![patch.to_owned()],
+            vec!["application/xml".to_owned()],
+            vec!["application/json".to_owned()],
+        ]
+    );
+}
+
+/// Regression: the JSON default replaced a client-wide `Content-Type`.
+#[tokio::test(start_paused = true)]
+async fn a_client_wide_content_type_is_not_replaced_by_the_bodys() {
+    let t = ScriptedTransport::new([Step::status(204)]);
+    let api = scripted::<VendorClient>(&t);
+    api.post(&item()).await.unwrap();
+    assert_eq!(
+        values(&t, "content-type"),
+        [vec!["application/vnd.acme+json".to_owned()]]
+    );
+}
+
+/// Regression: a client-wide header named like the idempotency key stopped the
+/// per-call key, so every call sent the same key. The call's own key replaces it.
+#[tokio::test(start_paused = true)]
+async fn a_client_wide_header_does_not_replace_the_per_call_key() {
+    let t = ScriptedTransport::new([Step::status(204), Step::status(204)]);
+    let api: KeyedClient = scripted_builder(&t)
+        .header("Idempotency-Key", "fixed")
+        .build()
+        .unwrap();
+    api.charge(&item()).await.unwrap();
+    api.charge(&item()).await.unwrap();
+    let keys = values(&t, "idempotency-key");
+    assert_eq!(keys.len(), 2);
+    assert_eq!((keys[0].len(), keys[1].len()), (1, 1), "{keys:?}");
+    assert_ne!(keys[0], keys[1], "two calls, two keys");
+    assert!(
+        keys.iter().all(|k| k[0] != "fixed" && k[0].len() == 36),
+        "{keys:?}"
+    );
+}
