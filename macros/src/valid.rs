@@ -471,6 +471,21 @@ fn check_endpoint(cx: &Ctxt, api: &Api, e: &Endpoint) {
     }
 
     check_params(cx, e);
+    if let Some(key) = &e.attrs.idempotency_key
+        && let Some((fixed, _)) = api
+            .attrs
+            .headers
+            .iter()
+            .find(|(n, _)| n.value().eq_ignore_ascii_case(&key.value))
+    {
+        cx.error_spanned_by(
+            fixed,
+            format!(
+                "`{}` is the idempotency key of `{name}`, which is made anew for every call; a fixed value in the trait's headers would stand for every call's key: remove it",
+                fixed.value()
+            ),
+        );
+    }
     check_policy(cx, &e.attrs.policy, Level::Method);
     check_effective(cx, e, !api.attrs.incomplete);
 }
@@ -487,6 +502,9 @@ fn role_name(kind: &RoleKind) -> &'static str {
 fn check_params(cx: &Ctxt, e: &Endpoint) {
     let template = e.template.as_ref();
     let mut body_seen = false;
+    // Names sent so far, and by which parameter: queries exactly, headers in any case.
+    let mut queries: Vec<(String, &str)> = Vec::new();
+    let mut headers: Vec<(String, &str)> = Vec::new();
     for p in &e.params {
         if p.ident.is_none() {
             cx.error_spanned_by(
@@ -542,6 +560,17 @@ fn check_params(cx: &Ctxt, e: &Endpoint) {
                     if let Err(why) = header_name(&header.value()) {
                         cx.error_spanned_by(header, why);
                     }
+                    let lower = header.value().to_ascii_lowercase();
+                    match headers.iter().find(|(h, _)| *h == lower) {
+                        Some((_, other)) => cx.error_spanned_by(
+                            header,
+                            format!(
+                                "the `{}` header is already set by the parameter `{other}`: one header, one parameter",
+                                header.value()
+                            ),
+                        ),
+                        None => headers.push((lower, name)),
+                    }
                     // The caller's key is what makes this method retryable.
                     let keyed_otherwise = e.verb().is_none_or(|v| v.is_idempotent())
                         || e.attrs.idempotent.is_some()
@@ -560,6 +589,18 @@ fn check_params(cx: &Ctxt, e: &Endpoint) {
                 RoleKind::Query { name: Some(q), .. } if q.value().is_empty() => {
                     cx.error_spanned_by(q, "a query parameter's name cannot be empty");
                 }
+                RoleKind::Query { name: q, .. } => {
+                    let sent = q.as_ref().map_or_else(|| name.clone(), syn::LitStr::value);
+                    match queries.iter().find(|(n, _)| *n == sent) {
+                        Some((_, other)) => cx.error_at(
+                            role.span,
+                            format!(
+                                "the query parameter `{sent}` is already sent by the parameter `{other}`: one name, one parameter (to repeat a name, pass a sequence such as `Vec<T>`)"
+                            ),
+                        ),
+                        None => queries.push((sent, name)),
+                    }
+                }
                 RoleKind::Body(_) => {
                     if body_seen {
                         cx.error_at(
@@ -569,7 +610,6 @@ fn check_params(cx: &Ctxt, e: &Endpoint) {
                     }
                     body_seen = true;
                 }
-                RoleKind::Query { .. } => {}
             },
         }
     }
