@@ -47,6 +47,12 @@ use state::{Admission, Breaker, BreakerConfig, CircuitState, Outcome, Rejected, 
 /// counted), checking, admitting and recording a success change nothing, so they
 /// skip the lock: a healthy call takes none. Anything else takes the lock, and
 /// every change made under it republishes whether the breaker is quiet.
+// Aligned to its own cache lines (128 bytes: a line and the one the prefetcher pairs
+// with it), so that the words every call writes here (and in the partition's other
+// policies) are not next to words other threads only read. Measured in the engine's
+// two-worker benchmark: without it, a field added elsewhere in the partition cost
+// about a tenth of the second worker's gain.
+#[repr(align(128))]
 #[derive(Debug)]
 pub(crate) struct CircuitBreaker {
     /// Origin and partition, for `tracing` (`https://host` or `https://host/name`).

@@ -113,6 +113,12 @@ impl Default for BudgetConfig {
 /// [module docs](self) for what it allows, exactly.
 ///
 /// Every method takes `&self` and the current time; none allocates.
+// Aligned to its own cache lines (128 bytes: a line and the one the prefetcher pairs
+// with it), so that the words every call writes here (and in the partition's other
+// policies) are not next to words other threads only read. Measured in the engine's
+// two-worker benchmark: without it, a field added elsewhere in the partition cost
+// about a tenth of the second worker's gain.
+#[repr(align(128))]
 #[derive(Debug)]
 pub struct RetryBudget {
     /// Bucket 0 starts here.
