@@ -947,7 +947,14 @@ impl Call<'_> {
                 .as_ref()
                 .unwrap_or(prepared.url(self.inner, self.ep));
             let Some(next) = redirect_target(url, &response.headers) else {
-                return Ok(response);
+                // A redirect that cannot be followed is not the resource: its body
+                // handed over as the answer (or `Ok(())` to a DELETE) would hide it.
+                return Err(Failure::fatal(
+                    ApiError::new(ErrorKind::Redirect).with_message(format!(
+                        "a {} without a usable Location cannot be followed",
+                        response.status.as_u16()
+                    )),
+                ));
             };
             hops += 1;
             if hops > self.inner.max_redirects {
@@ -983,13 +990,8 @@ impl Call<'_> {
                     ),
                 ));
             }
-            // Once a redirect has left the origin, credentials stay dropped, even if a
-            // later hop comes back.
             crossed |= url.origin() != next.origin();
             let mut headers = prepared.headers.clone().unwrap_or_default();
-            if crossed {
-                strip_credentials(&mut headers, spec.secrets);
-            }
             let body = if keep_method || method == Method::GET || method == Method::HEAD {
                 if !keep_method || prepared.body.is_empty() {
                     RequestBody::Empty
@@ -1005,18 +1007,28 @@ impl Call<'_> {
             tracing::debug!(hop = hops, "following redirect");
             hop_url = Some(next.clone());
             was_stream = false;
-            let request = HttpRequest {
+            let mut request = HttpRequest {
                 method: method.clone(),
                 url: next,
                 headers,
                 body,
             };
+            // Each hop is a request of its own: the middleware signs it too (a fresh
+            // token, a signature over its URL)...
+            for m in &self.inner.hooks.middleware {
+                m(&mut request).map_err(middleware_failed)?;
+            }
+            // ...and once a redirect has left the origin, credentials stay dropped,
+            // the middleware's included, even if a later hop comes back.
+            if crossed {
+                strip_credentials(&mut request.headers, spec.secrets);
+            }
             response = self
                 .inner
                 .transport
                 .send(request)
                 .await
-                .map_err(|e| self.transport_failure(e))?;
+                .map_err(|e| self.hop_failure(e))?;
         }
     }
 
@@ -1034,6 +1046,18 @@ impl Call<'_> {
                 server_wait: None,
             },
         }
+    }
+
+    /// A redirect hop that failed: the first request was sent and answered, so even a
+    /// hop that never connected may be retried only when the method may run twice.
+    #[cold]
+    fn hop_failure(&self, e: TransportError) -> Failure {
+        let mut failure = self.transport_failure(e);
+        failure.retryable &= self.ep.spec.idempotent;
+        failure.error = failure
+            .error
+            .with_message("while following a redirect (the first request was sent)");
+        failure
     }
 
     #[cold]
