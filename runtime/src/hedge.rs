@@ -120,8 +120,12 @@ impl Call<'_> {
                 let n = first_attempt + launched;
                 branches.push(Box::pin(self.attempt_deferred(prepared, None, n - 1)));
                 launched += 1;
+                // A hedge due at or after the deadline (for a shared execution, its
+                // callers' latest) could never be sent: the round does not wait for it,
+                // and a failure of the branches in flight ends it at once.
                 next_launch = if launched < config.max {
                     now.checked_add(config.delay)
+                        .filter(|at| self.wait_limit().is_none_or(|limit| *at < limit))
                 } else {
                     None
                 };
@@ -216,6 +220,17 @@ impl Call<'_> {
         }
         for v in failed.drain(..) {
             crate::pipeline::Verdict::record(v);
+        }
+        // A half-open breaker refuses a hedge without a time (its probe slot is taken);
+        // if this round's failures have opened it since, say until when.
+        if let Some(r) = &mut rejection
+            && r.kind() == ErrorKind::CircuitOpen
+            && r.retry_at().is_none()
+        {
+            let now = Instant::now();
+            if let Some(until) = self.ep.partition.breaker.open_at(now) {
+                r.set_retry_at(until, until.saturating_duration_since(now));
+            }
         }
         // The round's own failure, from the branches that were sent.
         let answered = launched - refused;

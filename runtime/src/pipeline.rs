@@ -503,7 +503,7 @@ impl Call<'_> {
     /// What a wait (a backoff, a `Retry-After`, a rate-limit token) must end before to
     /// serve anyone: the call's deadline, or for a shared execution the latest of its
     /// callers' (`None`: no limit).
-    fn wait_limit(&self) -> Option<Instant> {
+    pub(crate) fn wait_limit(&self) -> Option<Instant> {
         match self.callers {
             Some(callers) => callers.get(),
             None => self.deadline,

@@ -162,3 +162,43 @@ async fn s15_hedge_deadline_during_retry_backoff() {
     assert_eq!(t.attempts(), 3);
     assert_follow_up_succeeds(&t, || api.search()).await;
 }
+
+/// Hedged after 10 ms, two retries 20 ms apart; `plain` is the same without hedging.
+#[resilient_api(
+    timeout(attempt = "1s"),
+    retry(max = 2, backoff = fixed(delay = "20ms"), on = [503])
+)]
+pub trait Quick {
+    #[get("/search")]
+    #[hedge(delay = "10ms", max = 2)]
+    async fn search(&self) -> Result<String, ApiError>;
+
+    #[get("/plain")]
+    async fn plain(&self) -> Result<String, ApiError>;
+}
+
+/// Regression: the hedge was due at 10 ms, after the 8 ms deadline, so it could never
+/// start, yet the round waited for it and the call ended at 8 ms with `Deadline`.
+/// The primary's 503 at 5 ms now ends the round, and as without hedging, the 20 ms
+/// backoff cannot fit: the call fails at once with the 503.
+#[tokio::test(start_paused = true)]
+async fn a_hedge_due_after_the_deadline_does_not_hold_the_round_open() {
+    for hedged in [true, false] {
+        let t = ScriptedTransport::new([Step::status(503).body("busy").delay(ms(5))]);
+        let clock = Clock::start();
+        let api = scripted::<QuickClient>(&t).with_options(CallOptions::new().deadline(ms(8)));
+        let e = if hedged {
+            api.search().await
+        } else {
+            api.plain().await
+        }
+        .unwrap_err();
+        assert_eq!(
+            (clock.now_ms(), e.kind(), e.status(), e.attempts()),
+            (5, ErrorKind::Status, Some(503), 1),
+            "hedged: {hedged}"
+        );
+        tests::assert_no_late_dispatch(&t, 1, ms(100)).await;
+        tests::assert_nothing_leaked(&t);
+    }
+}

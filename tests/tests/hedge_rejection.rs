@@ -248,3 +248,40 @@ async fn a_hedge_refused_by_the_retry_budget_is_final_when_the_primary_then_fail
     assert_no_late_dispatch(&t, 3, ms(100)).await;
     assert_follow_up_succeeds(&t, || api.search()).await;
 }
+
+/// One failure trips it for 100 ms; hedged after 10 ms, no retries.
+#[resilient_api(
+    timeout(attempt = "1s"),
+    retry(max = 0),
+    breaker(failures = 1, reset = "100ms")
+)]
+pub trait Probed {
+    #[get("/search")]
+    #[hedge(delay = "10ms", max = 2)]
+    async fn search(&self) -> Result<String, ApiError>;
+
+    #[get("/plain")]
+    async fn plain(&self) -> Result<String, ApiError>;
+}
+
+/// Half-open with one probe: the primary probe fails at 105 ms, its verdict held until
+/// the round ends, so the hedge at 110 ms is refused ("probe slots taken", no time).
+/// Regression: the round then reopened the breaker until 210 ms, but the call's
+/// `CircuitOpen` did not say so.
+#[tokio::test(start_paused = true)]
+async fn a_refused_hedge_says_when_the_breaker_the_round_reopened_may_close() {
+    let t = ScriptedTransport::new([
+        Step::status(503),
+        Step::status(503).body("probe").delay(ms(5)),
+    ]);
+    let start = Instant::now();
+    let clock = Clock::start();
+    let api = tests::scripted::<ProbedClient>(&t);
+    assert_eq!(api.plain().await.unwrap_err().status(), Some(503));
+    tokio::time::sleep(ms(100)).await;
+    let e = api.search().await.unwrap_err();
+    assert_eq!((e.kind(), clock.now_ms()), (ErrorKind::CircuitOpen, 110));
+    assert_eq!(e.retry_at(), Some(start + ms(210)));
+    assert_eq!(api.circuit_state().open_until, Some(start + ms(210)));
+    assert_eq!(t.attempts(), 2);
+}
