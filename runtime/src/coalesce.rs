@@ -59,7 +59,8 @@ use crate::response::{RawBody, RawResponse};
 type Output = Result<Arc<Answer>, Arc<ApiError>>;
 type Execution = Pin<Box<dyn Future<Output = Output> + Send>>;
 type SharedCall = Shared<Execution>;
-type Calls = HashMap<Key, (WeakShared<Execution>, Arc<CallersDeadline>)>;
+/// Per key: the execution, its callers' latest deadline, and its attempts so far.
+type Calls = HashMap<Key, (WeakShared<Execution>, Arc<CallersDeadline>, Arc<AtomicU32>)>;
 
 /// The latest deadline among the callers an execution has had (`None`: one of them
 /// has none). It only grows: a caller that left still counts, so the execution may
@@ -149,22 +150,29 @@ pub(crate) async fn join(
         headers,
         body: prepared.body.clone(),
     };
-    let shared: SharedCall = {
+    let (shared, made): (SharedCall, Arc<AtomicU32>) = {
         let mut map = inner.coalescer.lock();
-        let running = map.get(&key).and_then(|(weak, callers)| {
+        let running = map.get(&key).and_then(|(weak, callers, made)| {
             let s = weak.upgrade().filter(|s| s.peek().is_none())?;
             callers.raise(deadline);
-            Some(s)
+            Some((s, made.clone()))
         });
         match running {
-            Some(s) => s,
+            Some(running) => running,
             None => {
                 let callers = Arc::new(CallersDeadline::new(deadline));
-                let s = start(inner.clone(), index, prepared, callers.clone());
+                let made = Arc::new(AtomicU32::new(0));
+                let s = start(
+                    inner.clone(),
+                    index,
+                    prepared,
+                    callers.clone(),
+                    made.clone(),
+                );
                 if let Some(weak) = s.downgrade() {
-                    map.insert(key.clone(), (weak, callers));
+                    map.insert(key.clone(), (weak, callers, made.clone()));
                 }
-                s
+                (s, made)
             }
         }
     };
@@ -174,7 +182,16 @@ pub(crate) async fn join(
         call: Some(shared),
     };
     let output = match &mut share.call {
-        Some(call) => call.await,
+        // After every poll, the execution's attempts so far are this caller's too: a
+        // caller that leaves early (its deadline, its token) reports them.
+        Some(call) => {
+            std::future::poll_fn(|cx| {
+                let polled = Pin::new(&mut *call).poll(cx);
+                attempts.store(made.load(Ordering::Relaxed), Ordering::Relaxed);
+                polled
+            })
+            .await
+        }
         None => unreachable!("a share holds its execution until it is dropped"),
     };
     drop(share);
@@ -217,7 +234,7 @@ impl Drop for Share<'_> {
         let mut map = self.coalescer.lock();
         let over = map
             .get(&self.key)
-            .and_then(|(weak, _)| weak.upgrade())
+            .and_then(|(weak, _, _)| weak.upgrade())
             .is_none_or(|s| s.peek().is_some());
         if over {
             map.remove(&self.key);
@@ -230,9 +247,9 @@ fn start(
     index: usize,
     prepared: Prepared,
     callers: Arc<CallersDeadline>,
+    attempts: Arc<AtomicU32>,
 ) -> SharedCall {
     let fut: Execution = Box::pin(async move {
-        let attempts = AtomicU32::new(0);
         let call = Call {
             inner: &inner,
             start: tokio::time::Instant::now(),

@@ -116,3 +116,43 @@ async fn a_caller_without_a_deadline_lets_the_execution_wait() {
     assert_eq!(t.dispatch_times(), [ms(0), ms(5010)]);
     assert_nothing_leaked(&t);
 }
+
+/// Coalesced, two retries 20 ms apart.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 2, backoff = fixed(delay = "20ms"), on = [503])
+)]
+pub trait Counted {
+    #[get("/config")]
+    #[coalesce]
+    async fn config(&self) -> Result<String, ApiError>;
+}
+
+/// Regression: a coalesced caller that left on its own deadline or token reported 0
+/// attempts, although the shared execution had made two for it (503 at 0 ms, a retry
+/// at 20 ms that hangs); a plain call reports them.
+#[tokio::test(start_paused = true)]
+async fn a_coalesced_caller_that_leaves_reports_the_attempts_made() {
+    let t = ScriptedTransport::new([Step::status(503).body("busy"), Step::hang()]);
+    let clock = Clock::start();
+    let api = scripted::<CountedClient>(&t).with_options(CallOptions::new().deadline(ms(100)));
+    let e = api.config().await.unwrap_err();
+    assert_eq!(
+        (clock.now_ms(), e.kind(), e.attempts()),
+        (100, ErrorKind::Deadline, 2)
+    );
+    assert_eq!(t.attempts(), 2);
+    assert_nothing_leaked(&t);
+
+    let t = ScriptedTransport::new([Step::status(503).body("busy"), Step::hang()]);
+    let token = resilient_api::CancellationToken::new();
+    let api =
+        scripted::<CountedClient>(&t).with_options(CallOptions::new().cancel_on(token.clone()));
+    let (r, ()) = tokio::join!(api.config(), async {
+        tokio::time::sleep(ms(30)).await;
+        token.cancel();
+    });
+    let e = r.unwrap_err();
+    assert_eq!((e.kind(), e.attempts()), (ErrorKind::Cancelled, 2));
+    assert_nothing_leaked(&t);
+}
