@@ -249,7 +249,7 @@ pub struct Effective {
     pub coalesce: bool,
     pub idempotent: bool,
     pub idempotency_key: Option<String>,
-    /// The partition name: `#[partition]`, or the method's name when it has a
+    /// The partition name: `#[partition]`, or `Trait::method` when the method has a
     /// breaker, bulkhead or rate limit of its own.
     pub partition: Option<String>,
     /// `#[max_body]`: the method's response size limit in bytes.
@@ -265,7 +265,13 @@ fn inner<T: Clone>(group: &Option<Group<T>>) -> Option<T> {
 }
 
 impl Effective {
-    pub fn merge(ident: &Ident, verb: Option<Verb>, t: &PolicyAttrs, m: &MethodAttrs) -> Effective {
+    pub fn merge(
+        api: &Ident,
+        ident: &Ident,
+        verb: Option<Verb>,
+        t: &PolicyAttrs,
+        m: &MethodAttrs,
+    ) -> Effective {
         let mp = &m.policy;
         let tt = inner(&t.timeout).unwrap_or_default();
         let mt = inner(&mp.timeout).unwrap_or_default();
@@ -322,7 +328,9 @@ impl Effective {
             mp.breaker.is_some() || mp.bulkhead.is_some() || mp.rate_limit.is_some();
         let partition = match &m.partition {
             Some(name) => Some(name.value()),
-            None if own_compartment => Some(ident.unraw().to_string()),
+            // Named after the trait too: two APIs sharing an engine each have their
+            // own, where an explicit name is shared on purpose.
+            None if own_compartment => Some(format!("{}::{}", api.unraw(), ident.unraw())),
             None => None,
         };
         Effective {
@@ -374,7 +382,7 @@ impl Api {
                     let is_endpoint = method.default.is_none()
                         || method.attrs.iter().any(|a| attr::is_method_attr(a.path()));
                     if is_endpoint {
-                        endpoints.push(Endpoint::from_syn(cx, &attrs.policy, method));
+                        endpoints.push(Endpoint::from_syn(cx, &item.ident, &attrs.policy, method));
                     }
                 }
                 other => others.push(other.clone()),
@@ -392,7 +400,12 @@ impl Api {
 }
 
 impl Endpoint {
-    fn from_syn(cx: &Ctxt, defaults: &PolicyAttrs, method: &mut TraitItemFn) -> Endpoint {
+    fn from_syn(
+        cx: &Ctxt,
+        api: &Ident,
+        defaults: &PolicyAttrs,
+        method: &mut TraitItemFn,
+    ) -> Endpoint {
         let attrs = attr::method_attrs(cx, &method.attrs);
         // What stays on the trait's method: doc comments and attributes not ours.
         method.attrs = attrs.docs.iter().chain(&attrs.kept).cloned().collect();
@@ -446,7 +459,7 @@ impl Endpoint {
         }
         let ret = Ret::from_syn(&method.sig.output);
         let verb = attrs.verbs.first().map(|v| v.verb);
-        let mut policy = Effective::merge(&method.sig.ident, verb, defaults, &attrs);
+        let mut policy = Effective::merge(api, &method.sig.ident, verb, defaults, &attrs);
         // A caller-supplied `Idempotency-Key` header makes the call safe to repeat, as a
         // generated key does: every attempt sends the caller's one value. An optional
         // key (`Option<_>`) would let a call without one be retried: `valid.rs` refuses it.

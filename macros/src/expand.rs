@@ -785,7 +785,7 @@ mod tests {
             },
         );
         assert!(
-            out.contains("partition : :: core :: option :: Option :: Some (\"user\")"),
+            out.contains("partition : :: core :: option :: Option :: Some (\"Users::user\")"),
             "{out}"
         );
     }

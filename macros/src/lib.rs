@@ -92,7 +92,7 @@ use proc_macro::TokenStream;
 /// | `#[idempotency_key]`, `#[idempotency_key("X-Key")]` | one generated key per call, the same on every attempt (header `Idempotency-Key` by default); makes the method retryable |
 /// | `#[hedge(delay = "50ms", max = 2)]` | after `delay` without an answer, start another attempt; at most `max` in flight |
 /// | `#[coalesce]` | identical concurrent calls share one execution; idempotent methods without `#[idempotency_key]` only |
-/// | `#[breaker(...)]`, `#[bulkhead(...)]`, `#[rate_limit(...)]` | a compartment of the method's own (partition named after the method) |
+/// | `#[breaker(...)]`, `#[bulkhead(...)]`, `#[rate_limit(...)]` | a compartment of the method's own (the partition `Trait::method`, never shared with another API on the same engine) |
 /// | `#[partition("search")]` | the compartment (breaker, bulkhead, rate limiter) this method uses |
 /// | `#[max_body("4MiB")]` | the largest response body this method accepts (B, KB, MB, GB, KiB, MiB, GiB); the client's limit otherwise |
 ///

@@ -144,7 +144,7 @@ pub trait Fragile {
     #[get("/resource")]
     async fn resource(&self) -> Result<String, ApiError>;
 
-    /// A partition of its own, named after the method.
+    /// A partition of its own, `Fragile::other`.
     #[get("/other")]
     #[breaker(failures = 1, reset = "1s")]
     async fn other(&self) -> Result<String, ApiError>;
@@ -208,10 +208,10 @@ async fn a_call_refused_by_an_open_breaker_is_a_rejection() {
     assert_eq!(probe.await.expect("joins").expect("the probe"), "ok");
     assert_eq!(state("default"), Some(0.0), "closed");
 
-    // A named partition's breaker is tagged with its name.
+    // A method's own partition is tagged with its name, `Trait::method`.
     t.push([Step::status(503)]);
     api.other().await.expect_err("503");
-    assert_eq!(state("other"), Some(2.0));
+    assert_eq!(state("Fragile::other"), Some(2.0));
     assert_eq!(state("default"), Some(0.0));
     assert_nothing_leaked(&t);
 }

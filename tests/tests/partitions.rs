@@ -107,3 +107,41 @@ async fn the_global_bulkhead_limits_every_client_of_the_engine() {
     assert_eq!(t.attempts(), 2);
     tests::assert_nothing_leaked(&t);
 }
+
+/// A method with a breaker of its own, named like one of `Catalog`'s.
+#[resilient_api(timeout(attempt = "1s"), retry(max = 0))]
+pub trait Users {
+    #[get("/users")]
+    #[breaker(failures = 1, reset = "1s")]
+    async fn fetch(&self) -> Result<String, ApiError>;
+}
+
+/// The same method name, a breaker of its own that tolerates 100 failures.
+#[resilient_api(timeout(attempt = "1s"), retry(max = 0))]
+pub trait Catalog {
+    #[get("/catalog")]
+    #[breaker(failures = 100, reset = "1s")]
+    async fn fetch(&self) -> Result<String, ApiError>;
+}
+
+/// Regression: a method's own partition was named after the method alone, so on an
+/// engine shared by two APIs for one host, `Users::fetch` and `Catalog::fetch` were
+/// one partition: `Catalog::fetch` was refused after one failure of `Users::fetch`,
+/// its own `failures = 100` silently dropped. Each is now `Trait::method`.
+#[tokio::test(start_paused = true)]
+async fn methods_own_partitions_of_two_apis_on_one_engine_stay_apart() {
+    let t = ScriptedTransport::new([Step::status(503), Step::status(200).body("catalog")]);
+    let engine = Engine::new();
+    let users: UsersClient = tests::scripted_builder(&t)
+        .engine(engine.clone())
+        .build()
+        .unwrap();
+    let catalog: CatalogClient = tests::scripted_builder(&t).engine(engine).build().unwrap();
+    assert_eq!(users.fetch().await.unwrap_err().status(), Some(503));
+    assert_eq!(
+        users.fetch().await.unwrap_err().kind(),
+        ErrorKind::CircuitOpen
+    );
+    assert_eq!(catalog.fetch().await.unwrap(), "catalog");
+    assert_eq!(t.attempts(), 2);
+}
