@@ -237,3 +237,25 @@ async fn hedged_trip_gets_a_full_cooldown() {
     assert_eq!(api.circuit_state().phase, Phase::Closed);
     assert_nothing_leaked(&t);
 }
+
+/// Half-open with one probe: the primary probe fails at 105 ms, its verdict held until
+/// the round ends, so the hedge at 110 ms is refused ("probe slots taken", no time).
+/// Regression: the round then reopened the breaker until 210 ms, but the call's
+/// `CircuitOpen` did not say so.
+#[tokio::test(start_paused = true)]
+async fn a_refused_hedge_says_when_the_breaker_the_round_reopened_may_close() {
+    let t = ScriptedTransport::new([
+        Step::status(503),
+        Step::status(503).body("probe").delay(ms(5)),
+    ]);
+    let start = tokio::time::Instant::now();
+    let clock = Clock::start();
+    let api = scripted::<HedgedTripClient>(&t);
+    assert_eq!(api.plain().await.unwrap_err().status(), Some(503));
+    tokio::time::sleep(ms(100)).await;
+    let e = api.search().await.unwrap_err();
+    assert_eq!((e.kind(), clock.now_ms()), (ErrorKind::CircuitOpen, 110));
+    assert_eq!(e.retry_at(), Some(start + ms(210)));
+    assert_eq!(api.circuit_state().open_until, Some(start + ms(210)));
+    assert_eq!(t.attempts(), 2);
+}

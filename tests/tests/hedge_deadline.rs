@@ -24,6 +24,10 @@ pub trait Search {
     #[hedge(delay = "10ms", max = 2)]
     #[timeout(attempt = "10ms", total = "10ms")]
     async fn search_total_10(&self) -> Result<String, ApiError>;
+
+    /// The same without hedging.
+    #[get("/search")]
+    async fn plain(&self) -> Result<String, ApiError>;
 }
 
 fn assert_deadline(e: &ApiError) {
@@ -163,20 +167,6 @@ async fn s15_hedge_deadline_during_retry_backoff() {
     assert_follow_up_succeeds(&t, || api.search()).await;
 }
 
-/// Hedged after 10 ms, two retries 20 ms apart; `plain` is the same without hedging.
-#[resilient_api(
-    timeout(attempt = "1s"),
-    retry(max = 2, backoff = fixed(delay = "20ms"), on = [503])
-)]
-pub trait Quick {
-    #[get("/search")]
-    #[hedge(delay = "10ms", max = 2)]
-    async fn search(&self) -> Result<String, ApiError>;
-
-    #[get("/plain")]
-    async fn plain(&self) -> Result<String, ApiError>;
-}
-
 /// Regression: the hedge was due at 10 ms, after the 8 ms deadline, so it could never
 /// start, yet the round waited for it and the call ended at 8 ms with `Deadline`.
 /// The primary's 503 at 5 ms now ends the round, and as without hedging, the 20 ms
@@ -186,7 +176,7 @@ async fn a_hedge_due_after_the_deadline_does_not_hold_the_round_open() {
     for hedged in [true, false] {
         let t = ScriptedTransport::new([Step::status(503).body("busy").delay(ms(5))]);
         let clock = Clock::start();
-        let api = scripted::<QuickClient>(&t).with_options(CallOptions::new().deadline(ms(8)));
+        let api = scripted::<SearchClient>(&t).with_options(CallOptions::new().deadline(ms(8)));
         let e = if hedged {
             api.search().await
         } else {
