@@ -7,7 +7,8 @@
 //!
 //! # Defaults
 //! An error response's body is kept up to 64 KiB. `Display` is short, lowercase, and
-//! never holds a secret: no header values, no query string, no request body.
+//! never holds a secret: no request header values, no query string, no request body
+//! (a decode error names the response's content type, as it should).
 //!
 //! # Example
 //! ```
@@ -95,7 +96,8 @@ pub enum ErrorKind {
     Deadline,
     /// The circuit breaker refused the call.
     CircuitOpen,
-    /// The bulkhead's queue was full (or its wait could not fit the deadline).
+    /// The bulkhead's queue was full. (A wait in the queue that outlasts the deadline
+    /// ends as [`ErrorKind::Deadline`].)
     BulkheadFull,
     /// No rate-limit token could be had before the deadline.
     RateLimited,
@@ -523,7 +525,8 @@ impl ApiError {
         self.inner.endpoint
     }
 
-    /// When the server (or an open breaker) said a new attempt may be made.
+    /// When a new attempt may be made: as the server said (`Retry-After`), or when an
+    /// open breaker will admit one, or the rate limiter's next token.
     ///
     /// ```
     /// # use resilient_api::testing::{ScriptedTransport, Step};
@@ -549,7 +552,9 @@ impl ApiError {
         self.inner.retry_at
     }
 
-    /// How long the server asked to wait (its `Retry-After`, capped), if it did.
+    /// How long to wait before a new attempt, from when the error was made: the
+    /// server's `Retry-After` (capped), or the time left on an open breaker or until
+    /// the rate limiter's next token.
     ///
     /// ```
     /// # use resilient_api::testing::{ScriptedTransport, Step};

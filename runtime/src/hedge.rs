@@ -252,6 +252,9 @@ impl Call<'_> {
             ) {
                 wrapped = wrapped.with_status(status, headers, body);
             }
+            if let (Some(at), Some(wait)) = (error.retry_at(), error.retry_after()) {
+                wrapped.set_retry_at(at, wait);
+            }
             Failure {
                 error: wrapped.with_source(error),
                 retryable,

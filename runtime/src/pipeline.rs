@@ -371,6 +371,7 @@ fn deadline_passed(total: Option<Duration>) -> ApiError {
 #[cold]
 fn refused_at_start(ep: &EndpointRuntime, start: Instant, e: ApiError) -> ApiError {
     crate::observe::metrics_impl::call(ep.spec.name, &ep.partition.name, Err(e.kind()), start);
+    tracing::debug!(endpoint = ep.spec.name, error = %e, "call refused at its start");
     e
 }
 
@@ -384,8 +385,15 @@ fn call_cancelled() -> ApiError {
 #[cold]
 #[inline(never)]
 fn call_failed(span: &tracing::Span, e: ApiError) -> ApiError {
-    if let Some(s) = e.status() {
-        record_status(span, s);
+    // The last status received: the error's own, or, when a policy refused the retry
+    // of an error response, that response's (the refusal's source).
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    while let Some(c) = cause {
+        if let Some(s) = c.downcast_ref::<ApiError>().and_then(ApiError::status) {
+            record_status(span, s);
+            break;
+        }
+        cause = c.source();
     }
     tracing::debug!(parent: span, error = %e, "call failed");
     e
@@ -575,8 +583,10 @@ impl Call<'_> {
                     match result {
                         Ok(raw) => return Ok(raw),
                         Err(mut failure) => {
+                            // A refusal with a cause of its own (a hedged round's) keeps it.
                             if let Some(last) = last.take()
                                 && failure.error.is_rejection()
+                                && std::error::Error::source(&failure.error).is_none()
                             {
                                 failure.error = failure.error.with_source(last);
                             }
@@ -1050,14 +1060,17 @@ impl Call<'_> {
 
     /// A redirect hop that failed: the first request was sent and answered, so even a
     /// hop that never connected may be retried only when the method may run twice.
+    /// Never [`ErrorKind::Connect`], which says nothing reached the server: this
+    /// call's first request did.
     #[cold]
     fn hop_failure(&self, e: TransportError) -> Failure {
-        let mut failure = self.transport_failure(e);
-        failure.retryable &= self.ep.spec.idempotent;
-        failure.error = failure
-            .error
-            .with_message("while following a redirect (the first request was sent)");
-        failure
+        Failure {
+            error: ApiError::new(ErrorKind::Transport)
+                .with_message("while following a redirect (the first request was sent)")
+                .with_source(e),
+            retryable: self.ep.spec.idempotent,
+            server_wait: None,
+        }
     }
 
     #[cold]

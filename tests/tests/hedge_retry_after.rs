@@ -176,3 +176,31 @@ async fn the_latest_server_instant_wins_when_several_branches_ask_to_wait() {
     assert_eq!(t.dispatch_times(), [ms(0), ms(10), ms(2020)]);
     assert_follow_up_succeeds(&t, || api.search()).await;
 }
+
+/// Hedged after 10 ms, no retries.
+#[resilient_api(timeout(attempt = "1s"), retry(max = 0))]
+pub trait Once {
+    #[get("/search")]
+    #[hedge(delay = "10ms", max = 2)]
+    async fn search(&self) -> Result<String, ApiError>;
+}
+
+/// Regression: when every branch failed, `AllHedgesFailed` carried the 503's status
+/// and headers but not the wait its `Retry-After` asked for.
+#[tokio::test(start_paused = true)]
+async fn all_hedges_failed_keeps_the_servers_retry_after() {
+    let t = ScriptedTransport::new([
+        Step::status(503).header("retry-after", "5").delay(ms(20)),
+        Step::status(503).delay(ms(20)),
+    ]);
+    let start = tokio::time::Instant::now();
+    let api = tests::scripted::<OnceClient>(&t);
+    let e = api.search().await.unwrap_err();
+    assert_eq!(
+        (e.kind(), e.status()),
+        (ErrorKind::AllHedgesFailed, Some(503))
+    );
+    assert_eq!(e.retry_after(), Some(Duration::from_secs(5)));
+    assert_eq!(e.retry_at(), Some(start + ms(5020)));
+    assert_eq!(t.attempts(), 2);
+}

@@ -32,7 +32,8 @@ async fn a_post_whose_redirect_target_refuses_is_not_sent_again() {
     ]);
     let api = scripted::<ShopClient>(&t);
     let e = api.charge(b"once").await.unwrap_err();
-    assert_eq!((e.kind(), e.attempts()), (ErrorKind::Connect, 1));
+    assert_eq!((e.kind(), e.attempts()), (ErrorKind::Transport, 1));
+    assert!(!e.is_connect(), "the POST reached the server");
     assert_eq!(t.attempts(), 2, "the POST and the hop, nothing more");
     assert_nothing_leaked(&t);
 }

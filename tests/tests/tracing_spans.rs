@@ -299,3 +299,54 @@ async fn a_failed_call_span_carries_the_last_status() {
     assert_eq!((tries[1].opened_ms, tries[1].closed_ms), (20, Some(20)));
     assert_eq!(retries(&seen).len(), 1);
 }
+
+/// One failure trips it for 30 s; one retry 10 ms after a 503.
+#[resilient_api(
+    timeout(attempt = "1s"),
+    retry(max = 1, backoff = fixed(delay = "10ms"), on = [503]),
+    breaker(failures = 1, reset = "30s")
+)]
+pub trait Fragile {
+    #[get("/users/{id}")]
+    async fn user(&self, id: u64) -> Result<String, ApiError>;
+}
+
+/// Regression: a call refused at its start by the open breaker left no trace (no span,
+/// no event), unlike every other rejection.
+#[tokio::test(start_paused = true)]
+async fn a_call_refused_at_its_start_is_an_event() {
+    let t = ScriptedTransport::new([Step::status(503)]);
+    let api = scripted::<FragileClient>(&t);
+    // The 503 trips the breaker, and the retry is refused before its backoff.
+    assert_eq!(
+        api.user(1).await.unwrap_err().kind(),
+        ErrorKind::CircuitOpen
+    );
+    let (r, seen) = captured(api.user(2)).await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::CircuitOpen);
+    assert!(
+        seen.spans.is_empty(),
+        "nothing was under way: {:?}",
+        seen.spans
+    );
+    assert_eq!(seen.events.len(), 1, "{:?}", seen.events);
+    let event = &seen.events[0].fields;
+    assert_eq!(
+        event.get("message"),
+        Some(&Value::Debug("call refused at its start".into()))
+    );
+    assert_eq!(event.get("endpoint"), Some(&s("user")));
+}
+
+/// Regression: when a policy refused the retry of an error response, the call span
+/// lost the status it had received (the refusal has none; its source has).
+#[tokio::test(start_paused = true)]
+async fn a_call_whose_retry_is_refused_keeps_the_status_it_received() {
+    let t = ScriptedTransport::new([Step::status(503).body("busy")]);
+    let api = scripted::<FragileClient>(&t);
+    let (r, seen) = captured(api.user(1)).await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::CircuitOpen);
+    let (call, tries) = call_and_attempts(&seen, 1);
+    assert_eq!(tries[0].fields, attempt_fields(0, 503));
+    assert_eq!(call.fields, call_fields(503));
+}
