@@ -348,7 +348,11 @@ pub(crate) fn execute(
             Ok(mut raw) => {
                 record_status(&span, raw.status.as_u16());
                 // The token covers the streamed body too, read after the call returns.
-                if let (Some(token), RawBody::Streaming(stream)) = (cancel, &mut raw.body) {
+                // Read from the handle again: a local kept across the await above would
+                // grow every call's future.
+                if let (Some(token), RawBody::Streaming(stream)) =
+                    (&handle.options.cancel, &mut raw.body)
+                {
                     stream.cancel_on(token.clone());
                 }
                 Ok(raw)

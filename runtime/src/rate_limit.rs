@@ -260,31 +260,36 @@ impl RateLimiter {
         // When the timer woke this waiter: the time its token was due. The timer wakes
         // on whole milliseconds, so up to one late; the token is taken as of when it
         // was due, so that lateness does not push back every token after it.
-        let mut due: Option<u128> = None;
+        let mut due: Option<Instant> = None;
         loop {
             // Registered before looking, so a refund in between is not missed.
             let refunded = self.refunded.notified();
-            let now = self.ns(Instant::now());
-            let ready = {
-                let mut state = self.lock();
-                let token = due
-                    .take()
-                    .and_then(|due| self.take(&mut state, due.min(now)))
-                    .or_else(|| self.take(&mut state, now));
-                if let Some(token) = token {
-                    state.waiting -= 1;
-                    place.served = true;
-                    return Ok(token);
+            // In a block, so that no `u128` is kept across the await below: it would
+            // make this future, and every call's future around it, 16-byte aligned.
+            let wake = {
+                let now = self.ns(Instant::now());
+                let ready = {
+                    let mut state = self.lock();
+                    let token = due
+                        .take()
+                        .and_then(|due| self.take(&mut state, self.ns(due).min(now)))
+                        .or_else(|| self.take(&mut state, now));
+                    if let Some(token) = token {
+                        state.waiting -= 1;
+                        place.served = true;
+                        return Ok(token);
+                    }
+                    self.ready_at(&state, now, 1)
+                };
+                if self.missed(ready, now, deadline) {
+                    return Err(RateLimited {
+                        retry_at: self.instant(ready),
+                    });
                 }
-                self.ready_at(&state, now, 1)
+                self.instant(ready)
             };
-            if self.missed(ready, now, deadline) {
-                return Err(RateLimited {
-                    retry_at: self.instant(ready),
-                });
-            }
             tokio::select! {
-                () = sleep_until(self.instant(ready)) => due = Some(ready),
+                () = sleep_until(wake) => due = Some(wake),
                 () = refunded => {}
             }
         }
