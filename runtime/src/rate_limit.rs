@@ -13,10 +13,12 @@
 //!
 //! The bucket is kept as a theoretical arrival time in whole nanoseconds (GCRA), so
 //! spacing is exact (10 per second is one token every 100 ms, not 99.999...) and no
-//! input can overflow or panic. A waiter woken by the timer takes its token as of
-//! when it was due, not when the millisecond timer got round to it, so a rate whose
-//! interval is not a whole number of milliseconds does not drift: three per second
-//! is served at 0, 334, 667, 1001, 1334, 1667 and 2001 ms, never further behind.
+//! input can overflow or panic. The limit holds at the times tokens are handed out:
+//! a waiter takes its token when the millisecond timer wakes it, so with a burst of 1
+//! and an interval that is not a whole number of milliseconds, each wait rounds up
+//! and the rate comes out a little lower than configured, never higher (three per
+//! second: 0, 334, 668, 1002 ms). A burst of 2 or more absorbs that rounding when
+//! the interval is longer than a millisecond.
 //!
 //! # When to use
 //! When the upstream publishes a request rate (an API quota) or you want to smooth
@@ -257,24 +259,20 @@ impl RateLimiter {
                 }
             },
         };
-        // When the timer woke this waiter: the time its token was due. The timer wakes
-        // on whole milliseconds, so up to one late; the token is taken as of when it
-        // was due, so that lateness does not push back every token after it.
-        let mut due: Option<Instant> = None;
         loop {
             // Registered before looking, so a refund in between is not missed.
             let refunded = self.refunded.notified();
             // In a block, so that no `u128` is kept across the await below: it would
             // make this future, and every call's future around it, 16-byte aligned.
             let wake = {
+                // Taken as of now, when the timer woke this waiter (on a whole
+                // millisecond, up to one after the token was due), not as of when it
+                // was due: that would let the next waiter, woken on time, follow
+                // closer than the rate allows.
                 let now = self.ns(Instant::now());
                 let ready = {
                     let mut state = self.lock();
-                    let token = due
-                        .take()
-                        .and_then(|due| self.take(&mut state, self.ns(due).min(now)))
-                        .or_else(|| self.take(&mut state, now));
-                    if let Some(token) = token {
+                    if let Some(token) = self.take(&mut state, now) {
                         state.waiting -= 1;
                         place.served = true;
                         return Ok(token);
@@ -289,7 +287,7 @@ impl RateLimiter {
                 self.instant(ready)
             };
             tokio::select! {
-                () = sleep_until(wake) => due = Some(wake),
+                () = sleep_until(wake) => {}
                 () = refunded => {}
             }
         }
