@@ -37,7 +37,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
-use tokio::time::{Instant, sleep};
+use tokio::time::{Instant, sleep, sleep_until};
 
 use crate::request::RequestBody;
 use crate::transport::{
@@ -72,14 +72,14 @@ use crate::transport::{
 pub struct Step {
     action: Action,
     delay: Duration,
-    headers: Vec<(String, String)>,
+    headers: Vec<(HeaderName, HeaderValue)>,
     body: StepBody,
     cut_after: Option<Duration>,
 }
 
 #[derive(Clone, Debug)]
 enum Action {
-    Respond(u16),
+    Respond(StatusCode),
     Hang,
     ConnectError,
     Reset,
@@ -119,7 +119,11 @@ impl Step {
     /// # Ok(()) }
     /// ```
     pub fn status(status: u16) -> Self {
-        Step::of(Action::Respond(status))
+        match StatusCode::from_u16(status) {
+            Ok(status) => Step::of(Action::Respond(status)),
+            // A script is the test's own code: a mistake in it fails the test loudly.
+            Err(_) => panic!("Step::status: {status} is not an HTTP status"),
+        }
     }
 
     /// Never answer: only dropping the attempt ends it.
@@ -207,7 +211,8 @@ impl Step {
         self
     }
 
-    /// A streamed body: each chunk arrives its delay after the previous one.
+    /// A streamed body: each chunk arrives its delay after the previous one (the
+    /// first, after the head), at fixed times however fast or slow the reader is.
     ///
     /// ```
     /// use resilient_api::{resilient_api, testing::{ScriptedTransport, Step}, ApiError};
@@ -256,7 +261,13 @@ impl Step {
     /// ```
     #[must_use]
     pub fn header(mut self, name: &str, value: &str) -> Self {
-        self.headers.push((name.to_owned(), value.to_owned()));
+        let Ok(header) = HeaderName::from_bytes(name.as_bytes()) else {
+            panic!("Step::header: {name:?} is not a header name");
+        };
+        let Ok(value) = HeaderValue::from_str(value) else {
+            panic!("Step::header: {value:?} is not a valid value for {name}");
+        };
+        self.headers.push((header, value));
         self
     }
 
@@ -286,7 +297,8 @@ impl Step {
         self
     }
 
-    /// After the last chunk, wait this long, then cut the body short.
+    /// This long after the last chunk is due, cut the body short. A whole body
+    /// ([`Step::body`]) that will be cut declares no `content-length`.
     ///
     /// ```
     /// use resilient_api::{resilient_api, testing::{ScriptedTransport, Step}, ApiError, ErrorKind};
@@ -590,71 +602,81 @@ impl Transport for ScriptedTransport {
         let shared = self.shared.clone();
         let n = shared.attempts.fetch_add(1, Ordering::SeqCst) + 1;
         let at = shared.start.elapsed();
-        let step = lock(&shared.script).pop_front();
+        // Taken and recorded now, in dispatch order, even if the future is dropped
+        // before its first poll; a dispatch past the end of the script fails now.
+        let Some(step) = lock(&shared.script).pop_front() else {
+            panic!("ScriptedTransport: attempt {n} has no step left in the script");
+        };
         let in_flight = Count::new(&shared, |s| &s.in_flight);
-        Box::pin(async move {
-            let HttpRequest {
-                method,
-                url,
-                headers,
-                body,
-            } = request;
-            let body = match body {
-                RequestBody::Empty => Bytes::new(),
-                RequestBody::Bytes(b) => b,
-                RequestBody::Stream(mut s) => {
-                    let mut buf = BytesMut::new();
-                    while let Some(chunk) = s.inner.next().await {
-                        match chunk {
-                            Ok(c) => buf.extend_from_slice(&c),
-                            Err(e) => {
-                                return Err(
-                                    TransportError::io("request body stream failed").with_source(e)
-                                );
-                            }
-                        }
-                    }
-                    buf.freeze()
-                }
-            };
-            lock(&shared.requests).push(RecordedRequest {
+        let HttpRequest {
+            method,
+            url,
+            headers,
+            body,
+        } = request;
+        let (body, stream) = match body {
+            RequestBody::Empty => (Bytes::new(), None),
+            RequestBody::Bytes(b) => (b, None),
+            RequestBody::Stream(s) => (Bytes::new(), Some(s)),
+        };
+        let index = {
+            let mut requests = lock(&shared.requests);
+            requests.push(RecordedRequest {
                 method,
                 url: url.to_string(),
                 headers,
                 body,
                 at,
             });
-            let Some(step) = step else {
-                panic!("ScriptedTransport: attempt {n} has no step left in the script");
-            };
+            requests.len() - 1
+        };
+        Box::pin(async move {
+            // A streamed body is read as a server would, and its bytes recorded then.
+            if let Some(mut s) = stream {
+                let mut buf = BytesMut::new();
+                while let Some(chunk) = s.inner.next().await {
+                    match chunk {
+                        Ok(c) => buf.extend_from_slice(&c),
+                        Err(e) => {
+                            return Err(
+                                TransportError::io("request body stream failed").with_source(e)
+                            );
+                        }
+                    }
+                }
+                if let Some(recorded) = lock(&shared.requests).get_mut(index) {
+                    recorded.body = buf.freeze();
+                }
+            }
             if !step.delay.is_zero() {
                 sleep(step.delay).await;
             }
             let status = match step.action {
                 Action::Respond(s) => s,
-                Action::Hang => std::future::pending::<u16>().await,
+                Action::Hang => std::future::pending::<StatusCode>().await,
                 Action::ConnectError => {
                     return Err(TransportError::connect("connection refused (scripted)"));
                 }
                 Action::Reset => return Err(TransportError::io("connection reset (scripted)")),
             };
-            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             let mut head = HeaderMap::new();
-            for (k, v) in &step.headers {
-                if let (Ok(k), Ok(v)) = (
-                    HeaderName::from_bytes(k.as_bytes()),
-                    HeaderValue::from_str(v),
-                ) {
-                    head.append(k, v);
-                }
+            for (k, v) in step.headers {
+                head.append(k, v);
             }
             let open = Count::new(&shared, |s| &s.open_bodies);
             let body = match step.body {
                 StepBody::Full(b) => {
-                    if !head.contains_key(http::header::CONTENT_LENGTH) {
+                    // A body that will be cut short declares no length it will not send.
+                    if step.cut_after.is_none() && !head.contains_key(http::header::CONTENT_LENGTH)
+                    {
                         head.insert(http::header::CONTENT_LENGTH, HeaderValue::from(b.len()));
                     }
-                    let chunks = vec![(Duration::ZERO, b)];
+                    // An empty body ends at once, without an empty chunk.
+                    let chunks = if b.is_empty() {
+                        Vec::new()
+                    } else {
+                        vec![(Duration::ZERO, b)]
+                    };
                     body_stream(chunks, step.cut_after, open)
                 }
                 StepBody::Chunks(chunks) => body_stream(chunks, step.cut_after, open),
@@ -669,23 +691,34 @@ impl Transport for ScriptedTransport {
     }
 }
 
+/// A body whose chunks arrive at fixed times from now (the head), each its delay
+/// after the one before, however fast or slow the reader is, as from a server.
 fn body_stream(
     chunks: Vec<(Duration, Bytes)>,
     cut_after: Option<Duration>,
     open: Count,
 ) -> ResponseBody {
+    let mut due = Instant::now();
+    let chunks: Vec<(Instant, Bytes)> = chunks
+        .into_iter()
+        .map(|(delay, bytes)| {
+            due += delay;
+            (due, bytes)
+        })
+        .collect();
+    let cut = cut_after.map(|after| due + after);
     let stream = futures_util::stream::unfold(
-        (chunks.into_iter(), cut_after, Some(open)),
+        (chunks.into_iter(), cut, Some(open)),
         |(mut chunks, cut, mut open)| async move {
-            if let Some((delay, bytes)) = chunks.next() {
-                if !delay.is_zero() {
-                    sleep(delay).await;
+            if let Some((due, bytes)) = chunks.next() {
+                if due > Instant::now() {
+                    sleep_until(due).await;
                 }
                 return Some((Ok(bytes), (chunks, cut, open)));
             }
-            if let Some(after) = cut {
-                if !after.is_zero() {
-                    sleep(after).await;
+            if let Some(at) = cut {
+                if at > Instant::now() {
+                    sleep_until(at).await;
                 }
                 open.take();
                 return Some((

@@ -1,0 +1,124 @@
+//! The scripted transport itself: the scenario tests are only as exact as it is. It
+//! records every dispatch when it is made, in dispatch order; a body's chunks arrive
+//! at fixed times from the head, whenever the reader asks; an empty body ends at once;
+//! a body to be cut short declares no length; a mistake in a script fails loudly.
+
+use futures_util::StreamExt;
+use resilient_api::request::RequestBody;
+use resilient_api::testing::{ScriptedTransport, Step};
+use resilient_api::transport::{HttpRequest, Transport};
+use tests::{Clock, ms};
+
+fn get(path: &str) -> HttpRequest {
+    HttpRequest {
+        method: http::Method::GET,
+        url: format!("https://example.test{path}")
+            .parse()
+            .expect("a URL"),
+        headers: http::HeaderMap::new(),
+        body: RequestBody::Empty,
+    }
+}
+
+/// Regression: a send dropped before its first poll (a deadline or a hedge winning a
+/// tie) was counted in `attempts()` but missing from `requests()`.
+#[tokio::test(start_paused = true)]
+async fn a_dispatch_is_recorded_when_it_is_made() {
+    let t = ScriptedTransport::new([Step::status(200)]);
+    drop(t.send(get("/a")));
+    assert_eq!((t.attempts(), t.requests().len(), t.in_flight()), (1, 1, 0));
+    assert_eq!(t.dispatch_times(), [ms(0)]);
+}
+
+/// Regression: `requests()` followed the order the futures were first polled in.
+#[tokio::test(start_paused = true)]
+async fn requests_are_in_dispatch_order() {
+    let t = ScriptedTransport::new([Step::status(201), Step::status(202)]);
+    let a = t.send(get("/a"));
+    tokio::time::sleep(ms(5)).await;
+    let b = t.send(get("/b"));
+    let second = b.await.unwrap();
+    let first = a.await.unwrap();
+    assert_eq!((first.status.as_u16(), second.status.as_u16()), (201, 202));
+    let urls: Vec<String> = t.requests().into_iter().map(|r| r.url).collect();
+    assert_eq!(urls, ["https://example.test/a", "https://example.test/b"]);
+    assert_eq!(t.dispatch_times(), [ms(0), ms(5)]);
+}
+
+/// Regression: a dispatch past the end of the script went unnoticed when its future
+/// was dropped unpolled; it fails at once now.
+#[tokio::test(start_paused = true)]
+#[should_panic(expected = "attempt 2 has no step left in the script")]
+async fn a_dispatch_past_the_script_fails_at_once() {
+    let t = ScriptedTransport::new([Step::status(200)]);
+    drop(t.send(get("/a")));
+    drop(t.send(get("/b")));
+}
+
+/// Regression: each chunk's delay counted from when the reader asked for it, so a
+/// slow reader saw the server slow down too. Chunks are due at fixed times from the
+/// head: 20 ms, then 40 ms after that.
+#[tokio::test(start_paused = true)]
+async fn chunks_arrive_at_fixed_times_from_the_head() {
+    let t = ScriptedTransport::new([Step::status(200).chunks([(ms(20), "a"), (ms(40), "b")])]);
+    let clock = Clock::start();
+    let mut response = t.send(get("/")).await.unwrap();
+    tokio::time::sleep(ms(15)).await;
+    assert_eq!(response.body.next().await.unwrap().unwrap(), "a");
+    assert_eq!(clock.now_ms(), 20);
+    tokio::time::sleep(ms(30)).await;
+    assert_eq!(response.body.next().await.unwrap().unwrap(), "b");
+    assert_eq!(clock.now_ms(), 60);
+    // Asked for late, a chunk already due comes at once.
+    let t = ScriptedTransport::new([Step::status(200).chunks([(ms(10), "a")])]);
+    let clock = Clock::start();
+    let mut response = t.send(get("/")).await.unwrap();
+    tokio::time::sleep(ms(50)).await;
+    assert_eq!(response.body.next().await.unwrap().unwrap(), "a");
+    assert_eq!(clock.now_ms(), 50);
+}
+
+/// Regression: an empty body (every step's default) first yielded an empty chunk.
+#[tokio::test(start_paused = true)]
+async fn an_empty_body_ends_at_once() {
+    let t = ScriptedTransport::new([Step::status(204)]);
+    let mut response = t.send(get("/")).await.unwrap();
+    assert!(response.body.next().await.is_none());
+    assert_eq!(t.open_bodies(), 0);
+}
+
+/// Regression: a whole body with `cut_after` declared its length, delivered all of
+/// it, and then failed; it declares none now, as a server cut off mid-body would not
+/// have sent the rest.
+#[tokio::test(start_paused = true)]
+async fn a_body_to_be_cut_declares_no_length() {
+    let t = ScriptedTransport::new([Step::status(200).body("abc").cut_after(ms(5))]);
+    let clock = Clock::start();
+    let mut response = t.send(get("/")).await.unwrap();
+    assert!(!response.headers.contains_key("content-length"));
+    assert_eq!(response.body.next().await.unwrap().unwrap(), "abc");
+    assert!(response.body.next().await.unwrap().is_err());
+    assert_eq!((clock.now_ms(), t.open_bodies()), (5, 0));
+}
+
+/// Regression: an invalid header in a script was silently left out, so a test of
+/// `Retry-After` could pass without the header ever being sent.
+#[test]
+#[should_panic(expected = "is not a valid value for retry-after")]
+fn an_invalid_header_value_fails_loudly() {
+    let _ = Step::status(503).header("retry-after", "1\n");
+}
+
+/// The same for a name.
+#[test]
+#[should_panic(expected = "is not a header name")]
+fn an_invalid_header_name_fails_loudly() {
+    let _ = Step::status(503).header("retry after", "1");
+}
+
+/// Regression: a status that is not one silently became 500.
+#[test]
+#[should_panic(expected = "1000 is not an HTTP status")]
+fn an_invalid_status_fails_loudly() {
+    let _ = Step::status(1000);
+}
