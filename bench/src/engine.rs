@@ -1,6 +1,8 @@
 //! The policy engine's own cost, without a network: calls per second with every
-//! policy on, on one and on two worker threads, and the cost of a call refused by an
-//! open breaker.
+//! policy a trait can set for all its methods on (retry, budget, breaker, bulkhead,
+//! rate limit, timeouts), on one and on two worker threads; the same with the two
+//! per-method policies, hedging and coalescing, on as well; and the cost of a call
+//! refused by an open breaker.
 //!
 //! The transport answers at once with a fixed body. The scripted transport of
 //! `resilient_api::testing` would add its own cost (it keeps a script and records
@@ -34,6 +36,13 @@ pub trait Everything {
     /// `GET /item`.
     #[get("/item")]
     async fn item(&self) -> Result<Item, ApiError>;
+
+    /// The same, hedged (a second attempt if none answered within 50 ms, which never
+    /// happens here) and coalesced (identical calls in flight share one execution).
+    #[get("/item")]
+    #[hedge(delay = "50ms", max = 2)]
+    #[coalesce]
+    async fn item_hedged_coalesced(&self) -> Result<Item, ApiError>;
 }
 
 /// A breaker that opens on the first failure and stays open for an hour.
@@ -102,6 +111,8 @@ pub fn sequential_calls(n: usize) -> Result<(), BoxError> {
 enum Work {
     /// Calls with every policy on, all tasks through one client.
     Calls(EverythingClient),
+    /// The same, with hedging and coalescing on too.
+    AllCalls(EverythingClient),
     /// The same calls, but each task builds a client of its own: nothing of ours is
     /// shared between threads. If shared calls scale like these, the shared client
     /// holds no lock that the threads contend for.
@@ -114,6 +125,7 @@ enum Work {
 /// What one task of a round runs.
 enum Task {
     Calls(EverythingClient),
+    AllCalls(EverythingClient),
     Control,
 }
 
@@ -121,6 +133,7 @@ impl Work {
     fn for_task(&self) -> Result<Task, BoxError> {
         Ok(match self {
             Work::Calls(client) => Task::Calls(client.clone()),
+            Work::AllCalls(client) => Task::AllCalls(client.clone()),
             Work::OwnClients => Task::Calls(everything()?),
             Work::Control => Task::Control,
         })
@@ -131,6 +144,10 @@ impl Task {
     async fn once(&self) -> Result<(), BoxError> {
         match self {
             Task::Calls(client) => call(client).await,
+            Task::AllCalls(client) => {
+                black_box(client.item_hedged_coalesced().await?);
+                Ok(())
+            }
             Task::Control => {
                 // About as long as one call, so both rounds have the same shape.
                 for _ in 0..20 {
@@ -247,18 +264,22 @@ pub fn run(scale: Scale) -> Result<Vec<Row>, BoxError> {
     let tasks = 4;
     let calls = scale.pick(400_000, 400);
     let rounds = scale.pick(9, 1);
+    let all = Work::AllCalls(client.clone());
     let (engine, control, own) = (Work::Calls(client), Work::Control, Work::OwnClients);
-    for work in [&engine, &control, &own] {
+    for work in [&engine, &control, &own, &all] {
         per_sec(&one, work, tasks, calls / 4)?;
         per_sec(&two, work, tasks, calls / 4)?;
     }
     let (mut calls_scaling, mut control_scaling) = (Scaling::default(), Scaling::default());
-    let mut own_scaling = Scaling::default();
+    let (mut own_scaling, mut all_scaling) = (Scaling::default(), Scaling::default());
     for r in 0..rounds {
         calls_scaling.round([&one, &two], &engine, tasks, calls, r)?;
         control_scaling.round([&one, &two], &control, tasks, calls, r)?;
         own_scaling.round([&one, &two], &own, tasks, calls, r)?;
+        all_scaling.round([&one, &two], &all, tasks, calls, r)?;
     }
+    let all_us = 1e6 / all_scaling.one(|r| r.per_sec);
+    let all_scaling = all_scaling.ratio(|r| r.per_sec);
     let own = own_scaling.ratio(|r| r.per_sec);
     let (one_rate, two_rate) = (
         calls_scaling.one(|r| r.per_sec),
@@ -273,7 +294,8 @@ pub fn run(scale: Scale) -> Result<Vec<Row>, BoxError> {
         "every policy on, {calls} calls per round by {tasks} tasks, {rounds} rounds: \
          1 worker {one_rate:.0}/s ({us_per_call:.2} µs/call), 2 workers {two_rate:.0}/s ({scaling:.2}×); \
          CPU per call {cpu_ratio:.2}×; control (decoding only) {control:.2}×, CPU per unit {control_cpu:.2}×; \
-         a client per task {own:.2}×"
+         a client per task {own:.2}×; hedging and coalescing on too: {all_us:.2} µs/call, \
+         2 workers {all_scaling:.2}×"
     );
     drop((one, two));
 
@@ -281,7 +303,7 @@ pub fn run(scale: Scale) -> Result<Vec<Row>, BoxError> {
     println!("a call refused by an open breaker: {refused_ns:.0} ns");
     Ok(vec![
         Row::target(
-            "engine: µs/call, every policy on, 1 worker",
+            "engine: µs/call, every policy on, 1 worker (hedging and coalescing off)",
             format!("{us_per_call:.2} ({one_rate:.0} calls/s)"),
             "≈ 1 (≤ 1.5)",
             us_per_call <= 1.5,
@@ -299,6 +321,10 @@ pub fn run(scale: Scale) -> Result<Vec<Row>, BoxError> {
         Row::context(
             "engine: a client per task (nothing shared), 2 workers / 1",
             format!("{own:.2}× (the shared client without sharing)"),
+        ),
+        Row::context(
+            "engine: hedging and coalescing on too: µs/call; 2 workers / 1",
+            format!("{all_us:.2}; {all_scaling:.2}×"),
         ),
         Row::target(
             "engine: call refused by an open breaker",

@@ -306,6 +306,14 @@ pub fn run(scale: Scale, server: &Server) -> Result<Vec<Row>, BoxError> {
         let mut samples: [Vec<Sample>; CONTENDERS.len()] = Default::default();
         for r in 0..rounds {
             for k in 0..CONTENDERS.len() {
+                // Rotated each round, and run backwards every other round, so that no
+                // contender always follows the same one (a, b, c, d; a, d, c, b;
+                // c, d, a, b; c, b, a, d; ...).
+                let k = if r % 2 == 0 {
+                    k
+                } else {
+                    CONTENDERS.len() - 1 - k
+                };
                 let i = (r + k) % CONTENDERS.len();
                 samples[i].push(round(&rt, &clients, CONTENDERS[i], concurrency, requests)?);
             }
