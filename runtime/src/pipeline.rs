@@ -227,9 +227,28 @@ pub(crate) fn execute(
             ));
         }
 
-        // An open breaker refuses before anything is built, queued or armed.
+        // An open breaker refuses before anything is built, queued or armed; the
+        // caller's own word comes first, as it does at every later step.
         if let Err(r) = ep.partition.breaker.check(start) {
-            return Err(refused_at_start(ep, start, finish(circuit_open(r.until))));
+            if handle
+                .options
+                .cancel
+                .as_ref()
+                .is_some_and(|t| t.is_cancelled())
+            {
+                return Err(refused_at_start(ep, start, finish(call_cancelled())));
+            }
+            // Half-open with every probe slot taken (no time to give): a call that may
+            // join an identical one in flight goes on, to share that probe's answer;
+            // if none is in flight, its own execution is refused at admission.
+            let may_join = r.until.is_none()
+                && spec.policy.coalesce
+                && spec.idempotent
+                && !streaming
+                && !matches!(request.body, RequestBody::Stream(_));
+            if !may_join {
+                return Err(refused_at_start(ep, start, finish(circuit_open(r.until))));
+            }
         }
         let total = match (spec.policy.total_timeout, handle.options.deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),

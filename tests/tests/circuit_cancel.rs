@@ -271,3 +271,55 @@ async fn an_attempt_cut_short_by_the_callers_deadline_is_not_a_failure() {
     }
     assert_eq!((t.attempts(), t.in_flight()), (2, 0));
 }
+
+/// One failure trips it for 100 ms; one probe; coalesced calls.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 0),
+    breaker(failures = 1, reset = "100ms")
+)]
+pub trait Shared {
+    #[get("/config")]
+    #[coalesce]
+    async fn config(&self) -> Result<String, ApiError>;
+}
+
+/// Regression: half-open, the one probe in flight for a coalesced call; an identical
+/// call was refused at its start with `CircuitOpen` instead of joining the execution
+/// in flight and sharing the probe's answer.
+#[tokio::test(start_paused = true)]
+async fn an_identical_call_joins_the_coalesced_probe_in_flight() {
+    let t = ScriptedTransport::new([Step::status(503)]);
+    let clock = Clock::start();
+    let api = tests::scripted::<SharedClient>(&t);
+    assert_eq!(api.config().await.unwrap_err().status(), Some(503));
+    tokio::time::sleep(ms(100)).await;
+    t.push([Step::status(200).body("ok").delay(ms(20))]);
+    let (a, b) = tokio::join!(api.config(), api.config());
+    assert_eq!((a.unwrap(), b.unwrap()), ("ok".to_owned(), "ok".to_owned()));
+    assert_eq!(clock.now_ms(), 120);
+    assert_eq!(t.attempts(), 2, "one probe for both");
+    assert_eq!(api.circuit_state().phase, Phase::Closed);
+    // Open (not half-open), an identical call is still refused at once.
+    t.push([Step::status(503)]);
+    assert_eq!(api.config().await.unwrap_err().status(), Some(503));
+    let e = api.config().await.unwrap_err();
+    assert_eq!((e.kind(), t.attempts()), (ErrorKind::CircuitOpen, 3));
+}
+
+/// Regression: a call whose token was cancelled before it started, on an open
+/// breaker, ended with `CircuitOpen`; the caller's own word comes first.
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_call_on_an_open_breaker_is_cancelled() {
+    let t = ScriptedTransport::new([Step::status(503)]);
+    let api = tests::scripted::<SharedClient>(&t);
+    assert_eq!(api.config().await.unwrap_err().status(), Some(503));
+    let token = CancellationToken::new();
+    token.cancel();
+    let e = api
+        .with_options(CallOptions::new().cancel_on(token))
+        .config()
+        .await
+        .unwrap_err();
+    assert_eq!((e.kind(), t.attempts()), (ErrorKind::Cancelled, 1));
+}
