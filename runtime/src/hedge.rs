@@ -124,8 +124,10 @@ impl Call<'_> {
                 // callers' latest) could never be sent: the round does not wait for it,
                 // and a failure of the branches in flight ends it at once.
                 next_launch = if launched < config.max {
-                    now.checked_add(config.delay)
-                        .filter(|at| self.wait_limit().is_none_or(|limit| *at < limit))
+                    now.checked_add(config.delay).filter(|at| {
+                        self.wait_limit()
+                            .is_none_or(|limit| crate::timeout::ends_before(*at, limit))
+                    })
                 } else {
                     None
                 };

@@ -363,16 +363,14 @@ impl RateLimiter {
     }
 
     /// Whether a token free at `ready` comes too late for `deadline`: at or after it,
-    /// or (when it must be waited for) in the same millisecond. tokio's timer wakes
-    /// on whole milliseconds, so a wait for that token would end with the deadline's
-    /// own timer, and the call would have slept just to fail. Milliseconds are
-    /// counted from the limiter's creation, which the paused clock of tests puts on
-    /// the timer's own ticks.
+    /// or, when it must be waited for, less than a timer tick before it (see
+    /// [`crate::timeout::ends_before`]): the wait could end in the deadline's own
+    /// tick, and the call would have slept just to fail.
     fn missed(&self, ready: u128, now: u128, deadline: Option<Instant>) -> bool {
-        const MS: u128 = 1_000_000;
+        let tick = crate::timeout::TICK.as_nanos();
         deadline.is_some_and(|deadline| {
             let deadline = self.ns(deadline);
-            ready >= deadline || (ready > now && ready.div_ceil(MS) >= deadline.div_ceil(MS))
+            ready >= deadline || (ready > now && ready.saturating_add(tick) > deadline)
         })
     }
 

@@ -76,6 +76,17 @@ use tokio::time::Instant;
 /// No attempt is running, or the running one has no time limit.
 const UNARMED: u64 = u64::MAX;
 
+/// tokio's timer wakes on whole milliseconds: it rounds a sleep's end up to its next
+/// tick. A wait that ends less than one tick before a limit (the call's deadline) may
+/// end in the limit's own tick, where the limit's timer, checked first, fires.
+pub(crate) const TICK: Duration = Duration::from_millis(1);
+
+/// Whether a wait ending at `at` surely ends before `limit` fires: at least a whole
+/// tick before it, wherever the timer's ticks fall (a real clock is never on them).
+pub(crate) fn ends_before(at: Instant, limit: Instant) -> bool {
+    at.checked_add(TICK).is_some_and(|end| end <= limit)
+}
+
 /// The running attempt's time limit, kept where the call's one timer can see it.
 ///
 /// A plain call has a single tokio timer, armed at whichever comes first of its

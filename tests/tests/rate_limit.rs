@@ -310,3 +310,24 @@ async fn rate_limit_fractional_interval_rounds_each_wait_up_never_down() {
     }
     assert_eq!(t.dispatch_times(), [0, 334, 668, 1002].map(ms).to_vec());
 }
+
+/// Regression: the "deadline's own millisecond" rule counted milliseconds from the
+/// limiter's creation, not on the timer's grid. Created 0.4 ms off the grid (as on
+/// any real clock), the next token is due at 100.4 ms and the deadline is 100.9 ms:
+/// both end in the 101 ms tick, where the deadline fires first. The call waited
+/// 100 ms to fail with `Deadline`; it is refused at once now.
+#[tokio::test(start_paused = true)]
+async fn rate_limit_token_due_within_a_tick_of_the_deadline_off_the_grid() {
+    tokio::time::advance(std::time::Duration::from_micros(400)).await;
+    let t = ScriptedTransport::new([Step::status(200).body("first")]);
+    let clock = Clock::start();
+    let api = scripted::<LimitedClient>(&t);
+    assert_eq!(api.resource().await.unwrap(), "first");
+    let e = api
+        .with_options(CallOptions::new().deadline(std::time::Duration::from_micros(100_500)))
+        .resource()
+        .await
+        .unwrap_err();
+    assert_eq!((e.kind(), clock.now_ms()), (ErrorKind::RateLimited, 0));
+    assert_eq!(t.attempts(), 1);
+}

@@ -143,3 +143,37 @@ async fn per_call_deadline_counts_when_fitting_the_backoff() {
     script_follow_up(&t);
     assert_eq!(api.resource().await.unwrap(), "ok");
 }
+
+/// A 79 ms backoff under a 100 ms deadline.
+#[resilient_api(
+    timeout(attempt = "100ms", total = "100ms"),
+    retry(max = 1, backoff = fixed(delay = "79ms"), on = [503])
+)]
+pub trait SameTick {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+/// Regression: off the timer's millisecond grid (as every real-clock instant is), the
+/// 503 lands at 20.4 ms and the 79 ms backoff would end at 99.4 ms, "before" the 100
+/// ms deadline; but tokio rounds the sleep up to the 100 ms tick, where the deadline
+/// fires first. The call slept 79 ms just to fail with `Deadline`, losing the 503. A
+/// wait must now end a whole tick before the deadline, or the call fails at once.
+#[tokio::test(start_paused = true)]
+async fn a_backoff_ending_in_the_deadlines_millisecond_fails_at_once() {
+    let t = ScriptedTransport::new([Step::status(503).body("busy").delay(ms(20)), Step::hang()]);
+    let clock = Clock::start();
+    let api = scripted::<SameTickClient>(&t);
+    let call = tests::spawn_timed(clock, async move { api.resource().await });
+    tests::settle().await;
+    tokio::time::advance(Duration::from_micros(20_400)).await;
+    tests::settle().await;
+    assert!(call.is_finished(), "decided when the 503 came");
+    let (r, at) = call.await.unwrap();
+    let e = r.unwrap_err();
+    assert_eq!(
+        (e.kind(), e.status(), e.attempts(), at),
+        (ErrorKind::Status, Some(503), 1, 20)
+    );
+    assert_eq!(t.attempts(), 1);
+}
