@@ -159,7 +159,12 @@ fn static_ident(api: &Api, endpoint: Option<&Ident>) -> Ident {
 
 /// The client's inherent methods, written by [`client_struct`]: an endpoint of one of
 /// these names would be shadowed (`valid.rs` refuses it).
-pub const CLIENT_METHODS: [&str; 3] = ["builder", "with_options", "circuit_state"];
+pub const CLIENT_METHODS: [&str; 4] = [
+    "builder",
+    "with_options",
+    "circuit_state",
+    "partition_circuit_state",
+];
 
 fn client_struct(api: &Api, docs: &[String]) -> TokenStream {
     let ra = &api.krate;
@@ -191,6 +196,17 @@ fn client_struct(api: &Api, docs: &[String]) -> TokenStream {
             /// State of the default partition's circuit breaker.
             pub fn circuit_state(&self) -> #ra::circuit_breaker::state::CircuitState {
                 self.__handle.circuit_state()
+            }
+        },
+        quote! {
+            /// State of the circuit breaker of the partition `partition` (a method's
+            /// own is `Trait::method`; a named one, its name), if one of this
+            /// client's endpoints uses it.
+            pub fn partition_circuit_state(
+                &self,
+                partition: &str,
+            ) -> ::core::option::Option<#ra::circuit_breaker::state::CircuitState> {
+                self.__handle.partition_circuit_state(partition)
             }
         },
     ];

@@ -145,3 +145,23 @@ async fn methods_own_partitions_of_two_apis_on_one_engine_stay_apart() {
     assert_eq!(catalog.fetch().await.unwrap(), "catalog");
     assert_eq!(t.attempts(), 2);
 }
+
+/// A method's own partition is observable through the client, by its name.
+#[tokio::test(start_paused = true)]
+async fn a_methods_own_breaker_is_observable_by_its_partitions_name() {
+    let t = ScriptedTransport::new([Step::status(503)]);
+    let api: ShopClient = tests::scripted(&t);
+    assert_eq!(
+        api.partition_circuit_state("Shop::search").map(|s| s.phase),
+        Some(Phase::Closed)
+    );
+    assert_eq!(api.search().await.unwrap_err().status(), Some(503));
+    let own = api.partition_circuit_state("Shop::search");
+    assert_eq!(own.map(|s| s.phase), Some(Phase::Open));
+    assert_eq!(api.circuit_state().phase, Phase::Closed, "the default one");
+    assert_eq!(
+        api.partition_circuit_state("search"),
+        None,
+        "no such partition"
+    );
+}

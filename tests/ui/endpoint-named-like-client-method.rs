@@ -8,6 +8,9 @@ pub trait Status {
     #[post("/options")]
     #[idempotent]
     async fn with_options(&self, #[body] options: &str) -> Result<(), ApiError>;
+
+    #[get("/partition")]
+    async fn partition_circuit_state(&self) -> Result<String, ApiError>;
 }
 
 // The call resolves to the stub of the endpoint: no second error here.
