@@ -84,6 +84,24 @@ fn counting<C: resilient_api::client::GeneratedClient>(
     (api, retries)
 }
 
+/// Nothing follows the call's end: `retried` retries in all (as the on-retry hook
+/// counted them), dispatches at exactly `times` (ms), and no other even `quiet` ms
+/// later.
+async fn assert_nothing_follows(
+    t: &ScriptedTransport,
+    retries: &AtomicUsize,
+    retried: usize,
+    times: &[u64],
+    quiet: u64,
+) {
+    assert_eq!(retries.load(Ordering::SeqCst), retried, "retries");
+    assert_eq!(
+        t.dispatch_times(),
+        times.iter().map(|&at| ms(at)).collect::<Vec<_>>()
+    );
+    assert_no_late_dispatch(t, times.len(), ms(quiet)).await;
+}
+
 /// The call ended with a rejection of `kind` whose source is the primary's 503.
 fn assert_rejected_with_primary_503(e: &ApiError, kind: ErrorKind) {
     assert_eq!(e.kind(), kind, "{e:?}");
@@ -116,9 +134,7 @@ async fn a_hedge_refused_by_the_rate_limiter_is_final_when_the_primary_then_fail
         Some(start + ms(1000)),
         "the next token's time"
     );
-    assert_eq!(retries.load(Ordering::SeqCst), 0, "not retried");
-    assert_eq!(t.dispatch_times(), [ms(0)]);
-    assert_no_late_dispatch(&t, 1, ms(1000)).await;
+    assert_nothing_follows(&t, &retries, 0, &[0], 1000).await;
     assert_follow_up_succeeds(&t, || api.search()).await;
 }
 
@@ -134,9 +150,7 @@ async fn a_hedge_refused_by_the_rate_limiter_after_the_primary_failed_ends_the_c
     let e = api.search().await.expect_err("the primary failed");
     assert_eq!(clock.now_ms(), 10);
     assert_rejected_with_primary_503(&e, ErrorKind::RateLimited);
-    assert_eq!(retries.load(Ordering::SeqCst), 0, "not retried");
-    assert_eq!(t.dispatch_times(), [ms(0)]);
-    assert_no_late_dispatch(&t, 1, ms(1000)).await;
+    assert_nothing_follows(&t, &retries, 0, &[0], 1000).await;
     assert_follow_up_succeeds(&t, || api.search()).await;
 }
 
@@ -148,9 +162,7 @@ async fn a_hedge_refused_by_the_rate_limiter_still_lets_the_primary_win() {
 
     assert_eq!(api.search().await.expect("the primary answers"), "primary");
     assert_eq!(clock.now_ms(), 50);
-    assert_eq!(retries.load(Ordering::SeqCst), 0);
-    assert_eq!(t.dispatch_times(), [ms(0)]);
-    assert_no_late_dispatch(&t, 1, ms(1000)).await;
+    assert_nothing_follows(&t, &retries, 0, &[0], 1000).await;
     assert_follow_up_succeeds(&t, || api.search()).await;
 }
 
@@ -166,9 +178,7 @@ async fn a_hedge_refused_by_the_bulkhead_is_final_when_the_primary_then_fails() 
     let e = api.search().await.expect_err("the primary failed");
     assert_eq!(clock.now_ms(), 50);
     assert_rejected_with_primary_503(&e, ErrorKind::BulkheadFull);
-    assert_eq!(retries.load(Ordering::SeqCst), 0, "not retried");
-    assert_eq!(t.dispatch_times(), [ms(0)]);
-    assert_no_late_dispatch(&t, 1, ms(100)).await;
+    assert_nothing_follows(&t, &retries, 0, &[0], 100).await;
     assert_follow_up_succeeds(&t, || api.search()).await;
 }
 
@@ -197,9 +207,7 @@ async fn a_hedge_refused_by_the_open_breaker_is_final_when_the_primary_then_fail
         Some(start + ms(25)),
         "the end of the cooldown"
     );
-    assert_eq!(retries.load(Ordering::SeqCst), 0, "not retried");
-    assert_eq!(t.dispatch_times(), [ms(0), ms(0)]);
-    assert_no_late_dispatch(&t, 2, ms(100)).await;
+    assert_nothing_follows(&t, &retries, 0, &[0, 0], 100).await;
     // Past the cooldown: the follow-up is the probe, and closes the breaker.
     assert_follow_up_succeeds(&t, || api.plain()).await;
 }
@@ -239,12 +247,6 @@ async fn a_hedge_refused_by_the_retry_budget_is_final_when_the_primary_then_fail
     let e = api.search().await.expect_err("the primary failed");
     assert_eq!(clock.now_ms(), 1010);
     assert_rejected_with_primary_503(&e, ErrorKind::BudgetExhausted);
-    assert_eq!(
-        retries.load(Ordering::SeqCst),
-        1,
-        "the hedged call was not retried"
-    );
-    assert_eq!(t.dispatch_times(), [ms(0), ms(20), ms(950)]);
-    assert_no_late_dispatch(&t, 3, ms(100)).await;
+    assert_nothing_follows(&t, &retries, 1, &[0, 20, 950], 100).await;
     assert_follow_up_succeeds(&t, || api.search()).await;
 }
