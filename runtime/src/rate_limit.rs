@@ -136,8 +136,9 @@ pub struct RateLimiter {
     /// takes no lock. 128 bits, so that no rate, burst or time can overflow it.
     ///
     /// Why not a mutex: every attempt of every call takes a token, from every
-    /// thread. Measured in the engine benchmark (a rate limit too high to ever wait),
-    /// the mutex made the rate limit a sixth of a call's cost.
+    /// thread. Measured in the engine benchmark (a rate limit too high to ever
+    /// wait), a call took 0.56–0.57 µs with the mutex, 0.53–0.54 µs with this, and
+    /// 0.46–0.47 µs with no rate limit at all.
     tat: AtomicU128,
     /// Callers inside `acquire` that have not been served yet. While any waits,
     /// [`RateLimiter::try_acquire`] and newcomers to `acquire` take nothing.
