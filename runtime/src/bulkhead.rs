@@ -131,7 +131,10 @@ pub struct Bulkhead {
     /// Free slots (low 32 bits) and callers in the queue (high 32 bits), in one word,
     /// so that one atomic step tells "take a free slot" from "queue behind the
     /// waiters". Free slots are only ever added while nobody waits, so whenever a
-    /// caller waits, no slot is free here: a new caller cannot overtake the queue.
+    /// caller waits, no slot is free here, and a new caller queues behind it.
+    /// Waiters are served in the order they reach `queue`: a caller counted here
+    /// but not yet in `queue` (a few instructions, on another thread) can be
+    /// overtaken by a newcomer, as it could before this word existed.
     ///
     /// Why not a `Semaphore` alone: giving back a permit to tokio's semaphore always
     /// locks its queue, even when nobody waits: a lock and an unlock, on a line that
@@ -281,8 +284,8 @@ impl Bulkhead {
             }
         }
         // A slot left in the queue's semaphore with nobody to take it (see `queue`).
-        // Taking it cannot overtake a waiter: the semaphore gives a released permit to
-        // its waiters first, so it only has permits when none of them waits.
+        // Taking it overtakes no waiter in `queue`: the semaphore gives a released
+        // permit to its waiters first, so it only has permits when none is in it.
         let permit = self.queue.try_acquire().ok()?;
         permit.forget();
         Some(BulkheadPermit { bulkhead: self })

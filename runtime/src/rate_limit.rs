@@ -673,6 +673,19 @@ mod tests {
         );
     }
 
+    /// An infinite rate counts nothing, so no time it is asked at, in any order, can
+    /// make it refuse. (Under the old mutex it kept the latest time it was asked at,
+    /// and a caller at an earlier time was refused.)
+    #[tokio::test(start_paused = true)]
+    async fn unlimited_never_refuses_whatever_the_order_of_times() {
+        let start = Instant::now();
+        let l = RateLimiter::new(RateLimitConfig::new(f64::INFINITY, 1), start);
+        assert!(l.try_acquire(start + Duration::from_secs(10)).is_some());
+        assert!(l.try_acquire(start).is_some());
+        assert!(l.acquire(Some(start + ms(1))).await.is_ok());
+        assert_eq!(l.available(start), 1.0);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn extreme_rates_saturate() {
         let start = Instant::now();
