@@ -1076,11 +1076,22 @@ impl Call<'_> {
                 retryable: true,
                 server_wait: None,
             },
-            TransportErrorKind::Io => Failure {
-                error: ApiError::new(ErrorKind::Transport).with_source(e),
-                retryable: self.ep.spec.idempotent,
-                server_wait: None,
-            },
+            TransportErrorKind::Io => self.sent_then_failed(None, e),
+        }
+    }
+
+    /// The request reached the server, or may have: a transport error, retried only
+    /// when the method may run twice. `message` says where it failed.
+    #[cold]
+    fn sent_then_failed(&self, message: Option<&'static str>, e: TransportError) -> Failure {
+        let mut error = ApiError::new(ErrorKind::Transport);
+        if let Some(message) = message {
+            error = error.with_message(message);
+        }
+        Failure {
+            error: error.with_source(e),
+            retryable: self.ep.spec.idempotent,
+            server_wait: None,
         }
     }
 
@@ -1088,26 +1099,11 @@ impl Call<'_> {
     /// hop that never connected may be retried only when the method may run twice.
     /// Never [`ErrorKind::Connect`], which says nothing reached the server: this
     /// call's first request did.
-    #[cold]
     fn hop_failure(&self, e: TransportError) -> Failure {
-        Failure {
-            error: ApiError::new(ErrorKind::Transport)
-                .with_message("while following a redirect (the first request was sent)")
-                .with_source(e),
-            retryable: self.ep.spec.idempotent,
-            server_wait: None,
-        }
-    }
-
-    #[cold]
-    fn cut_short(&self, e: TransportError) -> Failure {
-        Failure {
-            error: ApiError::new(ErrorKind::Transport)
-                .with_message("the response body was cut short")
-                .with_source(e),
-            retryable: self.ep.spec.idempotent,
-            server_wait: None,
-        }
+        self.sent_then_failed(
+            Some("while following a redirect (the first request was sent)"),
+            e,
+        )
     }
 
     fn limit(&self) -> u64 {
@@ -1194,7 +1190,9 @@ impl Call<'_> {
                 attempts: self.attempts.load(Ordering::Relaxed),
             }),
             Some(ReadError::TooLarge) => Err(Failure::fatal(too_large(self.limit()))),
-            Some(ReadError::Transport(e)) => Err(self.cut_short(e)),
+            Some(ReadError::Transport(e)) => {
+                Err(self.sent_then_failed(Some("the response body was cut short"), e))
+            }
         }
     }
 }
