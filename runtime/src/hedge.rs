@@ -126,7 +126,7 @@ impl Call<'_> {
                 next_launch = if launched < config.max {
                     now.checked_add(config.delay).filter(|at| {
                         self.wait_limit()
-                            .is_none_or(|limit| crate::timeout::ends_before(*at, limit))
+                            .is_none_or(|limit| crate::timeout::wait_fits(now, *at, limit))
                     })
                 } else {
                     None

@@ -682,12 +682,9 @@ impl Call<'_> {
         {
             error.set_retry_at(at, w);
         }
-        // A zero wait does not sleep; any other must end a whole timer tick before
-        // the limit, or it could end in the limit's own tick and lose to it.
         let fits = match (resume, self.wait_limit()) {
             (None, Some(_)) => false,
-            (Some(r), Some(d)) if wait.is_zero() => r < d,
-            (Some(r), Some(d)) => crate::timeout::ends_before(r, d),
+            (Some(r), Some(d)) => crate::timeout::wait_fits(now, r, d),
             (_, None) => true,
         };
         if !fits {

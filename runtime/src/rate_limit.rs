@@ -382,13 +382,11 @@ impl RateLimiter {
 
     /// Whether a token free at `ready` comes too late for `deadline`: at or after it,
     /// or, when it must be waited for, less than a timer tick before it (see
-    /// [`crate::timeout::ends_before`]): the wait could end in the deadline's own
+    /// [`crate::timeout::wait_fits`]): the wait could end in the deadline's own
     /// tick, and the call would have slept just to fail.
     fn missed(&self, ready: u128, now: u128, deadline: Option<Instant>) -> bool {
-        let tick = crate::timeout::TICK.as_nanos();
         deadline.is_some_and(|deadline| {
-            let deadline = self.ns(deadline);
-            ready >= deadline || (ready > now && ready.saturating_add(tick) > deadline)
+            !crate::timeout::wait_fits(self.instant(now), self.instant(ready), deadline)
         })
     }
 

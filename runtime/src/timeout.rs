@@ -81,10 +81,16 @@ const UNARMED: u64 = u64::MAX;
 /// end in the limit's own tick, where the limit's timer, checked first, fires.
 pub(crate) const TICK: Duration = Duration::from_millis(1);
 
-/// Whether a wait ending at `at` surely ends before `limit` fires: at least a whole
-/// tick before it, wherever the timer's ticks fall (a real clock is never on them).
-pub(crate) fn ends_before(at: Instant, limit: Instant) -> bool {
-    at.checked_add(TICK).is_some_and(|end| end <= limit)
+/// Whether a wait from `now` until `at` surely ends before `limit` fires. No wait at
+/// all (`at` not after `now`) does not sleep, so it only has to come before `limit`;
+/// any other must end at least a whole tick before it, wherever the timer's ticks
+/// fall (a real clock is never on them).
+pub(crate) fn wait_fits(now: Instant, at: Instant, limit: Instant) -> bool {
+    if at <= now {
+        at < limit
+    } else {
+        at.checked_add(TICK).is_some_and(|end| end <= limit)
+    }
 }
 
 /// The running attempt's time limit, kept where the call's one timer can see it.
