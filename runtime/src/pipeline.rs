@@ -227,6 +227,12 @@ pub(crate) fn execute(
             ));
         }
 
+        // Identical calls in flight share one execution: not a streamed result, nor a
+        // streamed body (sent once, by the first attempt).
+        let coalesce = spec.policy.coalesce
+            && spec.idempotent
+            && !streaming
+            && !matches!(request.body, RequestBody::Stream(_));
         // An open breaker refuses before anything is built, queued or armed; the
         // caller's own word comes first, as it does at every later step.
         if let Err(r) = ep.partition.breaker.check(start) {
@@ -241,12 +247,7 @@ pub(crate) fn execute(
             // Half-open with every probe slot taken (no time to give): a call that may
             // join an identical one in flight goes on, to share that probe's answer;
             // if none is in flight, its own execution is refused at admission.
-            let may_join = r.until.is_none()
-                && spec.policy.coalesce
-                && spec.idempotent
-                && !streaming
-                && !matches!(request.body, RequestBody::Stream(_));
-            if !may_join {
+            if r.until.is_some() || !coalesce {
                 return Err(refused_at_start(ep, start, finish(circuit_open(r.until))));
             }
         }
@@ -264,9 +265,7 @@ pub(crate) fn execute(
         );
         let prepared = prepare(inner, ep, request);
         // A streamed body is sent once, by the first attempt; any other body is in
-        // the prepared request. Asked here rather than of `stream_body` later: a local
-        // that is borrowed keeps its room in this future after being moved away.
-        let streamed = matches!(request.body, RequestBody::Stream(_));
+        // the prepared request.
         let stream_body = match std::mem::take(&mut request.body) {
             RequestBody::Stream(s) => Some(RequestBody::Stream(s)),
             _ => None,
@@ -286,7 +285,6 @@ pub(crate) fn execute(
             clock: AttemptClock::new(),
             driven: true,
         };
-        let coalesce = spec.policy.coalesce && spec.idempotent && !streaming && !streamed;
         let cancel = handle.options.cancel.as_ref();
         // Boxed: only calls given a token pay for its (large) waiting future.
         let mut cancelled = cancel.map(|t| Box::pin(t.cancelled()));
