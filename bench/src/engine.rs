@@ -9,7 +9,9 @@
 //! every request), so this one does nothing but box a ready future.
 
 use std::hint::black_box;
-use std::time::Instant;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
@@ -290,7 +292,9 @@ pub fn run(scale: Scale) -> Result<Vec<Row>, BoxError> {
     }
     let (mut calls_scaling, mut control_scaling) = (Scaling::default(), Scaling::default());
     let (mut own_scaling, mut all_scaling) = (Scaling::default(), Scaling::default());
+    let mut trips = Vec::new();
     for r in 0..rounds {
+        trips.push(line_round_trip_ns(scale.pick(20_000, 200))?);
         calls_scaling.round([&one, &two], &engine, tasks, calls, r)?;
         control_scaling.round([&one, &two], &control, tasks, calls, r)?;
         own_scaling.round([&one, &two], &own, tasks, calls, r)?;
@@ -311,6 +315,48 @@ pub fn run(scale: Scale) -> Result<Vec<Row>, BoxError> {
     let control = control_scaling.ratio(|r| r.per_sec);
     let control_cpu = control_scaling.ratio(|r| r.cpu_us);
     let us_per_call = 1e6 / one_rate;
+    // Each round's scaling next to the line's round trip measured just before it:
+    // the rounds where the second worker gains least are those where the host made
+    // moving a line between the two cores slow.
+    let per_round: Vec<String> = calls_scaling
+        .two
+        .iter()
+        .zip(&calls_scaling.one)
+        .zip(&trips)
+        .map(|((b, a), t)| format!("{:.2}× at {t:.0} ns", b.per_sec / a.per_sec))
+        .collect();
+    println!(
+        "2 workers / 1 and a cache line's round trip between two threads, per round: {}",
+        per_round.join(", ")
+    );
+    let (trip_min, trip_max) = trips
+        .iter()
+        .fold((f64::MAX, 0.0_f64), |(lo, hi), &t| (lo.min(t), hi.max(t)));
+    let trip = median(&trips);
+    // The rounds split by their line's round trip: within twice the run's fastest,
+    // or slower. Context for the target's row, which stays the median of all rounds.
+    let (mut fast, mut slow) = (Vec::new(), Vec::new());
+    for ((b, a), &t) in calls_scaling.two.iter().zip(&calls_scaling.one).zip(&trips) {
+        let ratio = b.per_sec / a.per_sec;
+        if t <= 2.0 * trip_min {
+            fast.push(ratio);
+        } else {
+            slow.push(ratio);
+        }
+    }
+    let split = |v: &[f64]| {
+        if v.is_empty() {
+            "no round".to_owned()
+        } else {
+            format!("{:.2}× ({} rounds)", median(v), v.len())
+        }
+    };
+    let by_trip = format!(
+        "fast line (≤ {:.0} ns): {}; slow line: {}",
+        2.0 * trip_min,
+        split(&fast),
+        split(&slow)
+    );
     println!(
         "every policy on, {calls} calls per round by {tasks} tasks, {rounds} rounds: \
          1 worker {one_rate:.0}/s ({us_per_call:.2} µs/call), 2 workers {two_rate:.0}/s ({scaling:.2}×); \
@@ -344,6 +390,11 @@ pub fn run(scale: Scale) -> Result<Vec<Row>, BoxError> {
             format!("{own:.2}× (the shared client without sharing)"),
         ),
         Row::context(
+            "engine: a cache line's round trip between two threads (per round)",
+            format!("{trip:.0} ns (rounds {trip_min:.0}–{trip_max:.0} ns)"),
+        ),
+        Row::context("engine: 2 workers / 1, rounds by that round trip", by_trip),
+        Row::context(
             "engine: hedging and coalescing on too: µs/call; 2 workers / 1",
             format!("{all_us:.2}; {all_scaling:.2}×"),
         ),
@@ -354,6 +405,61 @@ pub fn run(scale: Scale) -> Result<Vec<Row>, BoxError> {
             refused_ns <= 500.0,
         ),
     ])
+}
+
+/// How long one cache line takes to go from one thread to another and back, in
+/// nanoseconds (the median of `trips` round trips, in batches).
+///
+/// Every call through a shared client writes a few words that every thread writes:
+/// the bulkhead's count of free slots (twice: taken, then given back), the rate
+/// limiter's arrival time and the retry budget's newest bucket. On two workers, each
+/// such write usually finds its line in the other core's cache and must wait for it
+/// to come over. What that costs is not ours to choose: on this virtual machine it
+/// changes from run to run with where the host runs the two virtual cores, and this
+/// measures it next to each round of the scaling figure.
+fn line_round_trip_ns(trips: u64) -> Result<f64, BoxError> {
+    // Its own lines, so that nothing else shares them.
+    #[repr(align(128))]
+    struct Line(AtomicU64);
+    /// Waits until `line` holds `value`; gives up after a second (a thread that is
+    /// never scheduled must not hang the bench).
+    fn wait_for(line: &Line, value: u64) -> Result<(), BoxError> {
+        let started = Instant::now();
+        let mut spins = 0_u32;
+        while line.0.load(Ordering::Acquire) != value {
+            std::hint::spin_loop();
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(4096) && started.elapsed() > Duration::from_secs(1) {
+                return Err("the other thread of the round-trip test stopped answering".into());
+            }
+        }
+        Ok(())
+    }
+    let line = Arc::new(Line(AtomicU64::new(0)));
+    let other = Arc::clone(&line);
+    let echo = std::thread::spawn(move || -> Result<(), BoxError> {
+        for i in 0..trips {
+            wait_for(&other, 2 * i + 1)?;
+            other.0.store(2 * i + 2, Ordering::Release);
+        }
+        Ok(())
+    });
+    let batch = 100.min(trips.max(1));
+    let mut samples = Vec::new();
+    let mut i = 0;
+    while i < trips {
+        let started = Instant::now();
+        let end = (i + batch).min(trips);
+        for j in i..end {
+            line.0.store(2 * j + 1, Ordering::Release);
+            wait_for(&line, 2 * j + 2)?;
+        }
+        samples.push(started.elapsed().as_nanos() as f64 / (end - i) as f64);
+        i = end;
+    }
+    echo.join()
+        .map_err(|_| "the round-trip test's other thread panicked")??;
+    Ok(median(&samples))
 }
 
 /// Trip a breaker (`failures = 1`, `reset = "1h"`) with a failing call, then time
