@@ -318,12 +318,16 @@ pub fn run(scale: Scale) -> Result<Vec<Row>, BoxError> {
     // Each round's scaling next to the line's round trip measured just before it:
     // the rounds where the second worker gains least are those where the host made
     // moving a line between the two cores slow.
-    let per_round: Vec<String> = calls_scaling
+    let ratios: Vec<f64> = calls_scaling
         .two
         .iter()
         .zip(&calls_scaling.one)
+        .map(|(b, a)| b.per_sec / a.per_sec)
+        .collect();
+    let per_round: Vec<String> = ratios
+        .iter()
         .zip(&trips)
-        .map(|((b, a), t)| format!("{:.2}× at {t:.0} ns", b.per_sec / a.per_sec))
+        .map(|(r, t)| format!("{r:.2}× at {t:.0} ns"))
         .collect();
     println!(
         "2 workers / 1 and a cache line's round trip between two threads, per round: {}",
@@ -336,8 +340,7 @@ pub fn run(scale: Scale) -> Result<Vec<Row>, BoxError> {
     // The rounds split by their line's round trip: within twice the run's fastest,
     // or slower. Context for the target's row, which stays the median of all rounds.
     let (mut fast, mut slow) = (Vec::new(), Vec::new());
-    for ((b, a), &t) in calls_scaling.two.iter().zip(&calls_scaling.one).zip(&trips) {
-        let ratio = b.per_sec / a.per_sec;
+    for (&ratio, &t) in ratios.iter().zip(&trips) {
         if t <= 2.0 * trip_min {
             fast.push(ratio);
         } else {
@@ -348,7 +351,7 @@ pub fn run(scale: Scale) -> Result<Vec<Row>, BoxError> {
         if v.is_empty() {
             "no round".to_owned()
         } else {
-            format!("{:.2}× ({} rounds)", median(v), v.len())
+            format!("{:.2}× ({} of {} rounds)", median(v), v.len(), trips.len())
         }
     };
     let by_trip = format!(
