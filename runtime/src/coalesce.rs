@@ -261,7 +261,7 @@ fn start(
             clock: crate::timeout::AttemptClock::new(),
             driven: false,
         };
-        let result = call.run(None, &prepared, None).await;
+        let result = call.run(None, &prepared, None, None).await;
         match result {
             Ok(raw) => {
                 let body = match raw.body {
