@@ -338,28 +338,40 @@ pub fn run(scale: Scale) -> Result<Vec<Row>, BoxError> {
         .fold((f64::MAX, 0.0_f64), |(lo, hi), &t| (lo.min(t), hi.max(t)));
     let trip = median(&trips);
     // The rounds split by their line's round trip: within twice the run's fastest,
-    // or slower. Context for the target's row, which stays the median of all rounds.
-    let (mut fast, mut slow) = (Vec::new(), Vec::new());
+    // or slower. Each group is named by the round trips it holds, not called fast or
+    // slow: a run whose rounds all had the slow line has one group, at about 330 ns.
+    // Context for the target's row, which stays the median of all rounds.
+    let (mut near, mut far) = (Vec::new(), Vec::new());
     for (&ratio, &t) in ratios.iter().zip(&trips) {
         if t <= 2.0 * trip_min {
-            fast.push(ratio);
+            near.push((ratio, t));
         } else {
-            slow.push(ratio);
+            far.push((ratio, t));
         }
     }
-    let split = |v: &[f64]| {
-        if v.is_empty() {
-            "no round".to_owned()
+    let group = |v: &[(f64, f64)]| {
+        let (lo, hi) = v.iter().fold((f64::MAX, 0.0_f64), |(lo, hi), &(_, t)| {
+            (lo.min(t), hi.max(t))
+        });
+        let ratios: Vec<f64> = v.iter().map(|&(r, _)| r).collect();
+        let span = if v.len() == 1 {
+            format!("{lo:.0} ns")
         } else {
-            format!("{:.2}× ({} of {} rounds)", median(v), v.len(), trips.len())
-        }
+            format!("{lo:.0}–{hi:.0} ns")
+        };
+        format!(
+            "{span}: {:.2}× ({} of {} rounds)",
+            median(&ratios),
+            v.len(),
+            trips.len()
+        )
     };
-    let by_trip = format!(
-        "fast line (≤ {:.0} ns): {}; slow line: {}",
-        2.0 * trip_min,
-        split(&fast),
-        split(&slow)
-    );
+    let by_trip = [near, far]
+        .iter()
+        .filter(|v| !v.is_empty())
+        .map(|v| group(v))
+        .collect::<Vec<_>>()
+        .join("; ");
     println!(
         "every policy on, {calls} calls per round by {tasks} tasks, {rounds} rounds: \
          1 worker {one_rate:.0}/s ({us_per_call:.2} µs/call), 2 workers {two_rate:.0}/s ({scaling:.2}×); \
