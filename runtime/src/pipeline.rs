@@ -1054,8 +1054,8 @@ impl Call<'_> {
 
     /// The attempt's request, through the middleware and handed to the transport: the
     /// exchange that follows admission, in the same poll.
-    // Inlined, so the exchange (reqwest's request future inside) is built where it is
-    // pinned instead of being returned and copied there.
+    // Inlined into both callers: 35 to 50 fewer instructions per loopback request than
+    // the compiler's own choice, which calls it.
     #[inline(always)]
     fn dispatch<'c>(
         &'c self,
