@@ -333,9 +333,7 @@ pub fn run(scale: Scale) -> Result<Vec<Row>, BoxError> {
         "2 workers / 1 and a cache line's round trip between two threads, per round: {}",
         per_round.join(", ")
     );
-    let (trip_min, trip_max) = trips
-        .iter()
-        .fold((f64::MAX, 0.0_f64), |(lo, hi), &t| (lo.min(t), hi.max(t)));
+    let (trip_min, trip_max) = min_max(trips.iter().copied());
     let trip = median(&trips);
     // The rounds split by their line's round trip: within twice the run's fastest,
     // or slower. Each group is named by the round trips it holds, not called fast or
@@ -350,9 +348,7 @@ pub fn run(scale: Scale) -> Result<Vec<Row>, BoxError> {
         }
     }
     let group = |v: &[(f64, f64)]| {
-        let (lo, hi) = v.iter().fold((f64::MAX, 0.0_f64), |(lo, hi), &(_, t)| {
-            (lo.min(t), hi.max(t))
-        });
+        let (lo, hi) = min_max(v.iter().map(|&(_, t)| t));
         let ratios: Vec<f64> = v.iter().map(|&(r, _)| r).collect();
         let span = if v.len() == 1 {
             format!("{lo:.0} ns")
@@ -515,4 +511,9 @@ fn refused_call_ns(scale: Scale) -> Result<f64, BoxError> {
         samples.push(started.elapsed().as_nanos() as f64 / n as f64);
     }
     Ok(median(&samples))
+}
+
+/// The smallest and the largest of `values`.
+fn min_max(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    values.fold((f64::MAX, 0.0_f64), |(lo, hi), v| (lo.min(v), hi.max(v)))
 }
