@@ -95,9 +95,11 @@ pub(crate) fn wait_fits(now: Instant, at: Instant, limit: Instant) -> bool {
 
 /// The running attempt's time limit, kept where the call's one timer can see it.
 ///
-/// A plain call has a single tokio timer, armed at whichever comes first of its
-/// deadline and its running attempt's limit, and re-armed as attempts start and end:
-/// one timer registration per call instead of two. When the timer fires for the
+/// A call's retry loop has a single tokio timer, armed at whichever comes first of
+/// the deadline and the running attempt's limit, and re-armed as attempts start and
+/// end: one timer registration for the loop instead of two per attempt. (A plain
+/// call's first attempt, made before the loop, has a timer of its own; a call whose
+/// first attempt succeeds never starts the loop's.) When the timer fires for the
 /// attempt, the call marks it fired and polls the attempt, which ends with
 /// `AttemptTimeout`. Attempts the call's timer does not drive (hedged branches, a
 /// coalesced execution) keep a timer of their own.
