@@ -16,15 +16,11 @@ use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 
-/// One failure trips it; the retry is then refused.
-#[resilient_api(
-    timeout(attempt = "1s"),
-    retry(max = 1, backoff = fixed(delay = "10ms"), on = [503]),
-    breaker(failures = 1, reset = "30s")
-)]
-pub trait Fragile {
-    #[get("/users/{id}")]
-    async fn user(&self, id: u64) -> Result<String, ApiError>;
+/// One failure opens the breaker; no retry, so the call ends with that failure.
+#[resilient_api(timeout(attempt = "1s"), retry(max = 0), breaker(failures = 1))]
+pub trait Tripping {
+    #[get("/status")]
+    async fn status(&self) -> Result<String, ApiError>;
 }
 
 /// An event's message, and the name of the span it happened in.
@@ -67,11 +63,8 @@ async fn a_breaker_transition_is_logged_in_the_call_span() {
     let _guard =
         tracing::subscriber::set_default(tracing_subscriber::registry().with(events.clone()));
     let t = ScriptedTransport::new([Step::status(503)]);
-    let api = scripted::<FragileClient>(&t);
-    assert_eq!(
-        api.user(1).await.unwrap_err().kind(),
-        ErrorKind::CircuitOpen
-    );
+    let api = scripted::<TrippingClient>(&t);
+    assert_eq!(api.status().await.unwrap_err().kind(), ErrorKind::Status);
     let seen = events.0.lock().unwrap_or_else(PoisonError::into_inner);
     let transitions: Vec<_> = seen
         .iter()
