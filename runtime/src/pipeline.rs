@@ -354,10 +354,7 @@ pub(crate) fn execute(
                             return Poll::Ready(r);
                         }
                     }
-                    let target = match (deadline, call.clock.until(start)) {
-                        (Some(a), Some(b)) => Some(a.min(b)),
-                        (a, b) => a.or(b),
-                    };
+                    let target = sooner(deadline, call.clock.until(start));
                     if target != armed {
                         armed = target;
                         match (target, timer.as_mut().as_pin_mut()) {
@@ -408,7 +405,12 @@ pub(crate) fn execute(
 /// The call's total timeout: the endpoint's, or the caller's deadline, whichever is
 /// shorter.
 fn total_timeout(spec: &EndpointSpec, handle: &Handle) -> Option<Duration> {
-    match (spec.policy.total_timeout, handle.options.deadline) {
+    sooner(spec.policy.total_timeout, handle.options.deadline)
+}
+
+/// The sooner of two limits, either of which may be absent (`None`: no limit).
+fn sooner<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
+    match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }
@@ -724,10 +726,7 @@ impl Call<'_> {
         let span = attempt_span(0);
         drop(entered);
         let limit = self.ep.spec.policy.attempt_timeout;
-        let until = match (self.deadline, limit.and_then(|t| self.start.checked_add(t))) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let until = sooner(self.deadline, limit.and_then(|t| self.start.checked_add(t)));
         // Whether the timer, when it fires, is the deadline (it ends the call) rather
         // than the attempt's limit (a failure the loop may retry).
         let at_deadline = matches!((until, self.deadline), (Some(u), Some(d)) if u >= d);
