@@ -225,12 +225,10 @@ impl Bulkhead {
     /// # drop(held); });
     /// ```
     pub async fn acquire(&self) -> Result<BulkheadPermit<'_>, BulkheadRejection> {
-        if let Some(permit) = self.try_now() {
-            return Ok(permit);
-        }
-        match self.enter() {
+        match self.enter(self.config.queue) {
             Entry::Slot => Ok(BulkheadPermit { bulkhead: self }),
-            // A slot may have been freed since the first look; never reject then.
+            // The queue is full, but a slot freed since, or one a dropped waiter left in
+            // `queue`, is still taken: never reject while a slot is there.
             Entry::Full => self.try_now().ok_or(BulkheadRejection::QueueFull),
             Entry::Queued => {
                 let place = QueuePlace { bulkhead: self };
@@ -271,17 +269,9 @@ impl Bulkhead {
 
     /// A permit if one is free now, never queueing.
     pub(crate) fn try_now(&self) -> Option<BulkheadPermit<'_>> {
-        let mut state = self.state.load(Ordering::Acquire);
-        while waiting(state) == 0 && free(state) > 0 {
-            match self.state.compare_exchange_weak(
-                state,
-                state - 1,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return Some(BulkheadPermit { bulkhead: self }),
-                Err(now) => state = now,
-            }
+        // A queue of no room: a free slot or nothing.
+        if let Entry::Slot = self.enter(0) {
+            return Some(BulkheadPermit { bulkhead: self });
         }
         // A slot left in the queue's semaphore with nobody to take it (see `queue`).
         // Taking it overtakes no waiter in `queue`: the semaphore gives a released
@@ -291,14 +281,14 @@ impl Bulkhead {
         Some(BulkheadPermit { bulkhead: self })
     }
 
-    /// Takes a free slot if nobody waits, else reserves a queue place if the queue
-    /// has room, in one atomic step, never exceeding the bound.
-    fn enter(&self) -> Entry {
+    /// Takes a free slot if nobody waits, else reserves a place in the queue if fewer
+    /// than `queue` callers wait, in one atomic step, never exceeding the bound.
+    fn enter(&self, queue: u32) -> Entry {
         let mut state = self.state.load(Ordering::Acquire);
         loop {
             let (next, entry) = if waiting(state) == 0 && free(state) > 0 {
                 (state - 1, Entry::Slot)
-            } else if waiting(state) < self.config.queue {
+            } else if waiting(state) < queue {
                 (state + WAITER, Entry::Queued)
             } else {
                 return Entry::Full;
