@@ -249,15 +249,18 @@ impl Scaling {
         median(&self.two.iter().map(f).collect::<Vec<_>>())
     }
 
-    /// The median of the per-round ratios of `f`, two workers over one.
-    fn ratio(&self, f: fn(&Rate) -> f64) -> f64 {
-        let per_round: Vec<f64> = self
-            .two
+    /// The per-round ratios of `f`, two workers over one, in round order.
+    fn ratios(&self, f: fn(&Rate) -> f64) -> Vec<f64> {
+        self.two
             .iter()
             .zip(&self.one)
             .map(|(b, a)| f(b) / f(a))
-            .collect();
-        median(&per_round)
+            .collect()
+    }
+
+    /// The median of the per-round ratios of `f`, two workers over one.
+    fn ratio(&self, f: fn(&Rate) -> f64) -> f64 {
+        median(&self.ratios(f))
     }
 }
 
@@ -310,7 +313,9 @@ pub fn run(scale: Scale) -> Result<Vec<Row>, BoxError> {
         calls_scaling.one(|r| r.per_sec),
         calls_scaling.two(|r| r.per_sec),
     );
-    let scaling = calls_scaling.ratio(|r| r.per_sec);
+    // Each round's, for the split by line round trip below; the target is their median.
+    let ratios = calls_scaling.ratios(|r| r.per_sec);
+    let scaling = median(&ratios);
     let cpu_ratio = calls_scaling.ratio(|r| r.cpu_us);
     let control = control_scaling.ratio(|r| r.per_sec);
     let control_cpu = control_scaling.ratio(|r| r.cpu_us);
@@ -318,12 +323,6 @@ pub fn run(scale: Scale) -> Result<Vec<Row>, BoxError> {
     // Each round's scaling next to the line's round trip measured just before it:
     // the rounds where the second worker gains least are those where the host made
     // moving a line between the two cores slow.
-    let ratios: Vec<f64> = calls_scaling
-        .two
-        .iter()
-        .zip(&calls_scaling.one)
-        .map(|(b, a)| b.per_sec / a.per_sec)
-        .collect();
     let per_round: Vec<String> = ratios
         .iter()
         .zip(&trips)
@@ -339,14 +338,11 @@ pub fn run(scale: Scale) -> Result<Vec<Row>, BoxError> {
     // or slower. Each group is named by the round trips it holds, not called fast or
     // slow: a run whose rounds all had the slow line has one group, at about 330 ns.
     // Context for the target's row, which stays the median of all rounds.
-    let (mut near, mut far) = (Vec::new(), Vec::new());
-    for (&ratio, &t) in ratios.iter().zip(&trips) {
-        if t <= 2.0 * trip_min {
-            near.push((ratio, t));
-        } else {
-            far.push((ratio, t));
-        }
-    }
+    let (near, far): (Vec<_>, Vec<_>) = ratios
+        .iter()
+        .copied()
+        .zip(trips.iter().copied())
+        .partition(|&(_, t)| t <= 2.0 * trip_min);
     let group = |v: &[(f64, f64)]| {
         let (lo, hi) = min_max(v.iter().map(|&(_, t)| t));
         let ratios: Vec<f64> = v.iter().map(|&(r, _)| r).collect();
@@ -513,7 +509,9 @@ fn refused_call_ns(scale: Scale) -> Result<f64, BoxError> {
     Ok(median(&samples))
 }
 
-/// The smallest and the largest of `values`.
+/// The smallest and the largest of `values` (infinities, inverted, when there are none).
 fn min_max(values: impl Iterator<Item = f64>) -> (f64, f64) {
-    values.fold((f64::MAX, 0.0_f64), |(lo, hi), v| (lo.min(v), hi.max(v)))
+    values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+        (lo.min(v), hi.max(v))
+    })
 }
