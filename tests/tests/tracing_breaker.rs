@@ -1,5 +1,6 @@
 //! Tracing (DESIGN §3.9): a breaker's transition that an attempt's outcome causes is
-//! logged inside the call's span, whichever path made the attempt.
+//! logged inside the call's span, both when a plain call's first attempt trips the
+//! breaker and when an attempt of the retry loop does.
 //!
 //! A test binary of its own, with one test: tracing decides once per call site
 //! whether anybody listens, and tests on other threads of one binary that hit the
@@ -19,6 +20,17 @@ use tracing_subscriber::registry::LookupSpan;
 /// One failure opens the breaker; no retry, so the call ends with that failure.
 #[resilient_api(timeout(attempt = "1s"), retry(max = 0), breaker(failures = 1))]
 pub trait Tripping {
+    #[get("/status")]
+    async fn status(&self) -> Result<String, ApiError>;
+}
+
+/// The first failure is retried once; the second opens the breaker, in the loop.
+#[resilient_api(
+    timeout(attempt = "1s"),
+    retry(max = 1, backoff = fixed(delay = "10ms"), on = [503]),
+    breaker(failures = 2)
+)]
+pub trait TrippingOnRetry {
     #[get("/status")]
     async fn status(&self) -> Result<String, ApiError>;
 }
@@ -55,21 +67,45 @@ where
     }
 }
 
+impl Events {
+    /// The spans the breaker's transitions were logged in, forgetting every event.
+    fn transitions(&self) -> Vec<Option<&'static str>> {
+        let mut seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let spans = seen
+            .iter()
+            .filter(|(message, _)| message == "circuit breaker transition")
+            .map(|&(_, span)| span)
+            .collect();
+        seen.clear();
+        spans
+    }
+}
+
 /// Regression: a plain call's first attempt once recorded its breaker verdict after
-/// leaving the call's span, so the breaker's "opened" event had no span at all.
+/// leaving the call's span, so the breaker's "opened" event had no span at all. The
+/// retry loop's attempts, which always recorded it there, are checked too.
 #[tokio::test(start_paused = true)]
 async fn a_breaker_transition_is_logged_in_the_call_span() {
     let events = Events::default();
     let _guard =
         tracing::subscriber::set_default(tracing_subscriber::registry().with(events.clone()));
+
     let t = ScriptedTransport::new([Step::status(503)]);
     let api = scripted::<TrippingClient>(&t);
     assert_eq!(api.status().await.unwrap_err().kind(), ErrorKind::Status);
-    let seen = events.0.lock().unwrap_or_else(PoisonError::into_inner);
-    let transitions: Vec<_> = seen
-        .iter()
-        .filter(|(message, _)| message == "circuit breaker transition")
-        .collect();
-    assert_eq!(transitions.len(), 1, "{seen:?}");
-    assert_eq!(transitions[0].1, Some("http.client"), "{seen:?}");
+    assert_eq!(
+        events.transitions(),
+        [Some("http.client")],
+        "the first attempt's"
+    );
+
+    let t = ScriptedTransport::new([Step::status(503), Step::status(503)]);
+    let api = scripted::<TrippingOnRetryClient>(&t);
+    assert_eq!(api.status().await.unwrap_err().kind(), ErrorKind::Status);
+    assert_eq!(t.attempts(), 2);
+    assert_eq!(
+        events.transitions(),
+        [Some("http.client")],
+        "the loop's attempt's"
+    );
 }
