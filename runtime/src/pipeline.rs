@@ -716,7 +716,8 @@ impl Call<'_> {
             Ok(a) => a,
             Err(r) => return First::Failed(Failure::fatal(circuit_open(r.until))),
         };
-        let work = match self.dispatch(prepared, None) {
+        // The exchange is `Unpin`: polled where it is, not moved into a pin first.
+        let mut work = match self.dispatch(prepared, None) {
             Ok(work) => work,
             Err(failure) => return First::Failed(failure),
         };
@@ -730,7 +731,6 @@ impl Call<'_> {
         // Whether the timer, when it fires, is the deadline (it ends the call) rather
         // than the attempt's limit (a failure the loop may retry).
         let at_deadline = matches!((until, self.deadline), (Some(u), Some(d)) if u >= d);
-        let mut work = std::pin::pin!(work);
         // Armed when the work first waits, as the loop's timer is.
         let mut timer = std::pin::pin!(None::<Sleep>);
         let result = std::future::poll_fn(|cx| {
@@ -744,7 +744,7 @@ impl Call<'_> {
                 {
                     let _call = call_span.enter();
                     let _attempt = span.enter();
-                    if let Poll::Ready(r) = work.as_mut().poll(cx) {
+                    if let Poll::Ready(r) = Pin::new(&mut work).poll(cx) {
                         return Poll::Ready(Some(r));
                     }
                 }
@@ -988,7 +988,9 @@ impl Call<'_> {
                 Ok(a) => a,
                 Err(r) => return Err(Failure::fatal(circuit_open(r.until))),
             };
-            let work = self.dispatch(prepared, stream_body)?;
+            // Polled where it is (it is `Unpin`) and inside the span: no wrapper future
+            // or pin to move the attempt's state into.
+            let mut work = self.dispatch(prepared, stream_body)?;
             // Dispatched from here on: the token is spent.
             if let Some(token) = token {
                 token.dispatched();
@@ -1000,9 +1002,6 @@ impl Call<'_> {
                 crate::observe::metrics_impl::attempt(self.ep.spec.name, &partition.name);
             let span = attempt_span(resend);
             let policy = &self.ep.spec.policy;
-            // Pinned in place and polled inside the span: no wrapper future to move the
-            // attempt's (large) state into.
-            let mut work = std::pin::pin!(work);
             let mut expiry = None;
             if driven {
                 // The limit as an offset from the call's start, which is where a plain
@@ -1022,7 +1021,7 @@ impl Call<'_> {
             }
             let result = std::future::poll_fn(|cx| {
                 let _entered = span.enter();
-                if let Poll::Ready(r) = work.as_mut().poll(cx) {
+                if let Poll::Ready(r) = Pin::new(&mut work).poll(cx) {
                     return Poll::Ready(r);
                 }
                 let expired = match &mut expiry {
