@@ -1,7 +1,7 @@
 //! A regression guard for the hot path: every call's future is moved a few times on
 //! its way to the executor, so its size is CPU time. Rare paths (hedging,
 //! coalescing) are boxed so they do not grow it. The bound (1,664 bytes) has about a
-//! tenth of headroom over today's 1,488 to 1,504 bytes (they move a little with the
+//! tenth of headroom over today's 1,480 to 1,504 bytes (they move a little with the
 //! build's paths); it fails on a real regression (the future was 7.8 KB before the
 //! pipeline stored its work once, 3.3 KB before the call got one timer and stopped
 //! storing arguments twice, and 1,752 bytes before an attempt's exchange became one
