@@ -7,9 +7,10 @@
 //! [`ResponseStream`] to read a large body chunk by chunk after the call returns.
 //!
 //! # Defaults
-//! A JSON endpoint accepts `application/json`, any `+json` type, `text/plain`,
-//! `application/octet-stream`, or no content type; anything else (an HTML error page)
-//! is [`ErrorKind::UnexpectedContentType`]. A streamed body stays bounded by the call's
+//! A JSON endpoint accepts `application/json`, `text/json`, any `+json` type (such
+//! as `application/problem+json`), `text/plain`, `application/octet-stream`, or no
+//! content type, in any case and with any parameters; anything else (an HTML error
+//! page) is [`ErrorKind::UnexpectedContentType`]. A streamed body stays bounded by the call's
 //! total deadline and by an idle limit between chunks (the attempt timeout, or 30 s),
 //! and ends with the call's cancellation token.
 //!
