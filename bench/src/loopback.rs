@@ -173,14 +173,21 @@ impl Clients {
     }
 }
 
-/// `n` sequential requests by `who` against a fresh server, after 200 to warm up.
-pub fn sequential_calls(who: Contender, n: usize) -> Result<(), BoxError> {
+/// `n` requests by `who` against a fresh server, after a warm-up: one after another
+/// (with nothing around them, as the instruction counts have always been taken) when
+/// `tasks` is 1, else by a closed loop of `tasks` tasks, as the timed rounds make them.
+pub fn counted_calls(who: Contender, n: usize, tasks: usize) -> Result<(), BoxError> {
     let server = Server::start()?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let clients = Clients::new(&server.base_url())?;
+        let clients = Arc::new(Clients::new(&server.base_url())?);
+        if tasks > 1 {
+            closed_loop(clients.clone(), who, tasks, 10 * tasks).await?;
+            closed_loop(clients, who, tasks, n).await?;
+            return Ok(());
+        }
         for _ in 0..200 {
             clients.call(who).await?;
         }

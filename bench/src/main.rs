@@ -126,10 +126,11 @@ enum Mode {
     /// `valgrind --tool=callgrind` for 1000 and 2000 calls and subtract to get the
     /// instructions one call costs (repeatable, unlike time on a noisy machine).
     EngineCalls(usize),
-    /// `n` sequential calls over loopback by one contender, after a warm-up: under
-    /// callgrind (which follows only this process, not the server) the difference of
-    /// two counts gives the client's instructions per request.
-    LoopbackCalls(loopback::Contender, usize),
+    /// `n` calls over loopback by one contender, after a warm-up, made one after
+    /// another or by a closed loop of tasks: under callgrind (which follows only this
+    /// process, not the server) the difference of two counts gives the client's
+    /// instructions per request.
+    LoopbackCalls(loopback::Contender, usize, usize),
 }
 
 fn parse_args() -> Result<Mode, String> {
@@ -160,7 +161,15 @@ fn parse_args() -> Result<Mode, String> {
                 };
                 let n = args.next().ok_or("`--loopback-calls` needs a count")?;
                 let n = n.parse().map_err(|_| format!("`{n}` is not a count"))?;
-                return Ok(Mode::LoopbackCalls(who, n));
+                // Optional: how many tasks make the calls (1, one after another, unless given).
+                let tasks = match args.next() {
+                    Some(c) => match c.parse() {
+                        Ok(c) if c >= 1 => c,
+                        _ => return Err(format!("`{c}` is not a number of tasks (1 or more)")),
+                    },
+                    None => 1,
+                };
+                return Ok(Mode::LoopbackCalls(who, n, tasks));
             }
             "--engine-calls" => {
                 let n = args.next().ok_or("`--engine-calls` needs a count")?;
@@ -201,13 +210,13 @@ fn main() -> ExitCode {
         Mode::Server(port_file) => server::run(&port_file),
         Mode::Help => {
             println!(
-                "usage: bench [--smoke] [--only <{}>]\n       bench --server <port-file>\n       bench --engine-calls <n>\n       bench --loopback-calls <a|b|c|d> <n>",
+                "usage: bench [--smoke] [--only <{}>]\n       bench --server <port-file>\n       bench --engine-calls <n>\n       bench --loopback-calls <a|b|c|d> <n> [<tasks>]",
                 SECTIONS.join("|")
             );
             Ok(())
         }
         Mode::EngineCalls(n) => engine::sequential_calls(n),
-        Mode::LoopbackCalls(who, n) => loopback::sequential_calls(who, n),
+        Mode::LoopbackCalls(who, n, tasks) => loopback::counted_calls(who, n, tasks),
         Mode::Bench { scale, only } => run(scale, only.as_deref()),
     };
     match result {
