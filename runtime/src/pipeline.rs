@@ -936,8 +936,10 @@ impl Call<'_> {
         async move {
             let partition = &*self.ep.partition;
             let breaker = &partition.breaker;
-            // The call's first attempt was checked at the call's start, in this same poll.
-            if resend > 0
+            // The call's first attempt was checked at the call's start, in this same poll;
+            // not so a shared execution's, which that check let through half-open (to join
+            // a probe in flight): it must be refused here, before any queue or token wait.
+            if (resend > 0 || self.callers.is_some())
                 && let Err(r) = breaker.check(Instant::now())
             {
                 return Err(Failure::fatal(circuit_open(r.until)));
