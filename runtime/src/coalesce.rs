@@ -20,6 +20,9 @@
 //!   rate-limit token that would come after it, fails now with the underlying error,
 //!   as in a plain call, instead of waiting for nobody. A caller that has left still
 //!   counts in that bound.
+//! - A hook that panics in the shared execution ends it: the panic reaches every
+//!   caller (its own payload the caller whose poll ran the hook), and the next
+//!   identical call starts afresh.
 //! - A call made after the shared execution finished starts a fresh one: nothing is
 //!   cached.
 //!
@@ -38,6 +41,7 @@
 //! }
 //! ```
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -56,7 +60,7 @@ use crate::pipeline::{Call, Prepared};
 use crate::response::{RawBody, RawResponse};
 
 /// The answer of a shared execution, as every caller sees it.
-type Output = Result<Arc<Answer>, Arc<ApiError>>;
+type Output = Result<Arc<Answer>, Ended>;
 type Execution = Pin<Box<dyn Future<Output = Output> + Send>>;
 type SharedCall = Shared<Execution>;
 /// Per key: the execution, its callers' latest deadline, and its attempts so far.
@@ -89,6 +93,16 @@ impl CallersDeadline {
     pub(crate) fn get(&self) -> Option<Instant> {
         *self.lock()
     }
+}
+
+/// How a shared execution ended without an answer.
+#[derive(Clone)]
+enum Ended {
+    Failed(Arc<ApiError>),
+    /// A hook (or the transport) panicked in it. Caught there, so that the execution
+    /// ends (its callers are woken and its key is forgotten) instead of being poisoned:
+    /// the payload goes to the first caller to look, the caller whose poll panicked.
+    Panicked(Arc<Mutex<Option<Box<dyn Any + Send>>>>),
 }
 
 pub(crate) struct Answer {
@@ -207,9 +221,16 @@ pub(crate) async fn join(
                 attempts: answer.attempts,
             })
         }
-        Err(e) => {
+        Err(Ended::Failed(e)) => {
             attempts.store(e.attempts(), Ordering::Relaxed);
             Err(ApiError::shared_copy(e))
+        }
+        // The panic reaches every caller, as a hook's panic reaches a plain call's.
+        Err(Ended::Panicked(payload)) => {
+            let payload = payload.lock().unwrap_or_else(|p| p.into_inner()).take();
+            std::panic::resume_unwind(payload.unwrap_or_else(|| {
+                Box::new("a hook panicked in the shared execution this call joined")
+            }))
         }
     }
 }
@@ -249,7 +270,7 @@ fn start(
     callers: Arc<CallersDeadline>,
     attempts: Arc<AtomicU32>,
 ) -> SharedCall {
-    let fut: Execution = Box::pin(async move {
+    let fut = async move {
         let call = Call {
             inner: &inner,
             start: tokio::time::Instant::now(),
@@ -277,9 +298,18 @@ fn start(
             }
             Err(mut e) => {
                 e.set_attempts(attempts.load(Ordering::Relaxed));
-                Err(Arc::new(e))
+                Err(Ended::Failed(Arc::new(e)))
             }
         }
-    });
+    };
+    let fut: Execution = Box::pin(
+        std::panic::AssertUnwindSafe(fut)
+            .catch_unwind()
+            .map(|caught| {
+                caught.unwrap_or_else(|payload| {
+                    Err(Ended::Panicked(Arc::new(Mutex::new(Some(payload)))))
+                })
+            }),
+    );
     fut.shared()
 }
