@@ -29,8 +29,9 @@
 //!   not win while another branch is pending or may still start.
 //! - A retryable failure that carries the server's `Retry-After` stops the hedging:
 //!   the server said when to come back, and a hedge is a new request like a retry,
-//!   so none may leave before that instant. Branches already in flight keep running
-//!   and one may still win. When none is left, the round ends with the failure that
+//!   so none may leave before that instant: a branch launched but not sent yet (in a
+//!   bulkhead queue, waiting for a token) is withdrawn. Branches already in flight
+//!   keep running and one may still win. When none is left, the round ends with the failure that
 //!   asked to wait (the one whose instant is latest, if several did), and the retry
 //!   loop decides what follows as it would after a single attempt: it waits until
 //!   exactly that instant, or ends the call at once when the deadline or the budget
@@ -63,6 +64,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::time::{Instant, sleep_until};
@@ -82,6 +84,8 @@ impl Call<'_> {
         config: HedgeConfig,
         first_attempt: u32,
     ) -> Result<RawResponse, Failure> {
+        // Set once the server asked to wait: a branch not yet sent is withdrawn.
+        let hold = AtomicBool::new(false);
         let mut branches: FuturesUnordered<Branch<'_>> = FuturesUnordered::new();
         let mut launched: u32 = 0;
         let mut failed = Vec::new();
@@ -118,7 +122,12 @@ impl Call<'_> {
                     break;
                 }
                 let n = first_attempt + launched;
-                branches.push(Box::pin(self.attempt_deferred(prepared, None, n - 1)));
+                branches.push(Box::pin(self.attempt_deferred(
+                    prepared,
+                    None,
+                    n - 1,
+                    Some(&hold),
+                )));
                 launched += 1;
                 // A hedge due at or after the deadline (for a shared execution, its
                 // callers' latest) could never be sent: the round does not wait for it,
@@ -161,6 +170,15 @@ impl Call<'_> {
                     }
                     return Ok(raw);
                 }
+                // A branch withdrawn before it was sent, because the server asked to
+                // wait: it never happened.
+                Err(failure)
+                    if verdict.is_none()
+                        && failure.error.kind() == ErrorKind::Cancelled
+                        && hold.load(Ordering::Relaxed) =>
+                {
+                    refused += 1;
+                }
                 // A branch refused before admission (breaker, bulkhead, rate limit) is
                 // not an answer: stop hedging, keep waiting for the branches in flight.
                 // The refusal is kept: it decides how the round ends if none wins.
@@ -189,6 +207,8 @@ impl Call<'_> {
                     if next_launch.take().is_some() {
                         tracing::debug!("the server asked to wait: no more hedging");
                     }
+                    // Nor may a branch launched but still queued leave before then.
+                    hold.store(true, Ordering::Relaxed);
                     let at = failure
                         .server_wait
                         .and_then(|w| Instant::now().checked_add(w));

@@ -38,7 +38,7 @@
 //! Everything is driven from the caller's future: no task is spawned, so dropping the
 //! future drops every timer, queue place, permit and in-flight request at once.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -650,6 +650,7 @@ impl Call<'_> {
                                         stream_body.take(),
                                         first - 1,
                                         self.driven,
+                                        None,
                                     )
                                     .await
                                 {
@@ -894,15 +895,17 @@ impl Call<'_> {
     }
 
     /// One attempt whose breaker outcome is handed back instead of recorded, so a
-    /// hedged round can decide whether a losing branch's failure counts.
-    pub(crate) async fn attempt_deferred(
-        &self,
+    /// hedged round can decide whether a losing branch's failure counts. `hold`: see
+    /// [`Call::attempt_inner`].
+    pub(crate) async fn attempt_deferred<'s>(
+        &'s self,
         prepared: &Prepared,
         stream_body: Option<RequestBody>,
         resend: u32,
-    ) -> Attempted<'_> {
+        hold: Option<&'s AtomicBool>,
+    ) -> Attempted<'s> {
         match self
-            .attempt_inner(prepared, stream_body, resend, false)
+            .attempt_inner(prepared, stream_body, resend, false, hold)
             .await
         {
             Ok((result, verdict)) => Attempted {
@@ -923,6 +926,9 @@ impl Call<'_> {
     ///
     /// `driven`: the call's timer enforces the attempt timeout (see
     /// [`AttemptClock`]); otherwise the attempt arms a timer of its own.
+    ///
+    /// `hold` (a hedge branch's): once set, an attempt that has not been sent yet is
+    /// withdrawn (an `Err` of kind [`ErrorKind::Cancelled`]) instead of being sent.
     // Not an `async fn`, for the same reason as `run`.
     #[allow(clippy::manual_async_fn)]
     fn attempt_inner<'s>(
@@ -931,6 +937,7 @@ impl Call<'_> {
         stream_body: Option<RequestBody>,
         resend: u32,
         driven: bool,
+        hold: Option<&'s AtomicBool>,
     ) -> impl Future<Output = Result<(Result<RawResponse, Failure>, Verdict<'s>), Failure>> + Send
     {
         async move {
@@ -982,6 +989,11 @@ impl Call<'_> {
                 }
                 None => None,
             };
+            // The server asked the hedged round to wait while this branch was queued or
+            // waiting for a token: it must not leave before the server's instant.
+            if hold.is_some_and(|h| h.load(Ordering::Relaxed)) {
+                return Err(Failure::fatal(withdrawn()));
+            }
             // No await from here to dispatch: one clock read serves admission and timing.
             // A plain first attempt that waited for nothing starts when the call did, in
             // the same poll: the call's own reading serves.
@@ -1550,6 +1562,12 @@ fn middleware_failed(e: BoxError) -> Failure {
             .with_message("request middleware failed")
             .with_source(e),
     )
+}
+
+#[cold]
+fn withdrawn() -> ApiError {
+    ApiError::new(ErrorKind::Cancelled)
+        .with_message("a hedge not yet sent was withdrawn: the server asked to wait")
 }
 
 #[cold]

@@ -204,3 +204,41 @@ async fn all_hedges_failed_keeps_the_servers_retry_after() {
     assert_eq!(e.retry_at(), Some(start + ms(5020)));
     assert_eq!(t.attempts(), 2);
 }
+
+/// Hedged searches with one retry, one bulkhead slot and a queue of one: a hedge waits
+/// in the queue while the primary holds the slot.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 1, backoff = fixed(delay = "50ms"), on = [429, 503]),
+    bulkhead(concurrency = 1, queue = 1)
+)]
+pub trait Queued {
+    #[get("/search")]
+    #[hedge(delay = "10ms", max = 2)]
+    async fn search(&self) -> Result<String, ApiError>;
+}
+
+/// Regression: the hedge launched at t=10 waited in the bulkhead queue behind the
+/// primary; the primary's 429 at t=20 asked for 1 s and gave back the slot, and the
+/// queued hedge took it and was dispatched at once, at t=20, although the server had
+/// just asked for no request before t=1020. A branch not yet sent when the server asks
+/// to wait is withdrawn: only the retry leaves, at exactly t=1020.
+#[tokio::test(start_paused = true)]
+async fn a_hedge_still_queued_when_the_server_asks_to_wait_is_not_sent() {
+    let t = ScriptedTransport::new([too_many("1").delay(ms(20)), Step::status(200).body("ok")]);
+    let clock = Clock::start();
+    let api = scripted::<QueuedClient>(&t);
+
+    let result = api.search().await;
+    assert_eq!(
+        t.dispatch_times(),
+        [ms(0), ms(1020)],
+        "nothing leaves between the 429 and the server's instant"
+    );
+    assert_eq!(
+        (result.expect("the retry succeeds").as_str(), clock.now_ms()),
+        ("ok", 1020)
+    );
+    assert_no_late_dispatch(&t, 2, ms(100)).await;
+    assert_follow_up_succeeds(&t, || api.search()).await;
+}
