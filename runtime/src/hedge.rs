@@ -39,7 +39,9 @@
 //!   date) does not stop the hedging.
 //! - Every branch goes through breaker admission, bulkhead, rate limiter and its own
 //!   attempt timeout. A losing branch's failure is not a breaker failure when another
-//!   branch wins; when every branch fails, every failure counts.
+//!   branch wins; when every branch fails, every failure counts. So do the failures
+//!   of a round that the call's deadline or its cancellation cuts short: those
+//!   branches did fail, and a half-open breaker whose probe failed reopens.
 //! - All branches failed (none refused): [`ErrorKind::AllHedgesFailed`],
 //!   with the status and body of the last branch to fail (or of the one that asked to
 //!   wait) and that failure as its source. If retries remain, the retry loop may start
@@ -70,9 +72,24 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::time::{Instant, sleep_until};
 
 use crate::error::{ApiError, ErrorKind};
-use crate::pipeline::{Attempted, Call, Failure, Prepared};
+use crate::pipeline::{Attempted, Call, Failure, Prepared, Verdict};
 use crate::request::HedgeConfig;
 use crate::response::RawResponse;
+
+/// The verdicts of the branches that failed while others were still pending: held
+/// until the round ends, which decides whether they count (ignored when a branch
+/// wins, recorded otherwise). A round dropped before that, by the call's deadline or
+/// its cancellation, records them as it goes: the deadline cut the round short, not
+/// those attempts, which had already failed.
+struct Failed<'a>(Vec<Verdict<'a>>);
+
+impl Drop for Failed<'_> {
+    fn drop(&mut self) {
+        for v in self.0.drain(..) {
+            v.record();
+        }
+    }
+}
 
 type Branch<'a> = Pin<Box<dyn Future<Output = Attempted<'a>> + Send + 'a>>;
 
@@ -88,7 +105,7 @@ impl Call<'_> {
         let hold = AtomicBool::new(false);
         let mut branches: FuturesUnordered<Branch<'_>> = FuturesUnordered::new();
         let mut launched: u32 = 0;
-        let mut failed = Vec::new();
+        let mut failed = Failed(Vec::new());
         let mut last: Option<Failure> = None;
         // The first refusal by a policy (breaker, bulkhead, rate limiter, budget), and
         // how many launched branches were refused before dispatch.
@@ -165,8 +182,8 @@ impl Call<'_> {
                     }
                     // Losers still in flight are dropped with `branches`; losers that
                     // already failed count as nothing.
-                    for v in failed.drain(..) {
-                        crate::pipeline::Verdict::ignore(v);
+                    for v in failed.0.drain(..) {
+                        v.ignore();
                     }
                     return Ok(raw);
                 }
@@ -193,8 +210,8 @@ impl Call<'_> {
                     if let Some(v) = verdict {
                         v.record();
                     }
-                    for v in failed.drain(..) {
-                        crate::pipeline::Verdict::record(v);
+                    for v in failed.0.drain(..) {
+                        v.record();
                     }
                     return Err(failure);
                 }
@@ -202,7 +219,7 @@ impl Call<'_> {
                 // so stop hedging; the branches in flight may still win.
                 Err(failure) if failure.server_wait.is_some_and(|w| !w.is_zero()) => {
                     if let Some(v) = verdict {
-                        failed.push(v);
+                        failed.0.push(v);
                     }
                     if next_launch.take().is_some() {
                         tracing::debug!("the server asked to wait: no more hedging");
@@ -226,7 +243,7 @@ impl Call<'_> {
                 }
                 Err(failure) => {
                     if let Some(v) = verdict {
-                        failed.push(v);
+                        failed.0.push(v);
                     }
                     last = Some(failure);
                 }
@@ -240,8 +257,8 @@ impl Call<'_> {
             }
             last = Some(failure);
         }
-        for v in failed.drain(..) {
-            crate::pipeline::Verdict::record(v);
+        for v in failed.0.drain(..) {
+            v.record();
         }
         // A half-open breaker refuses a hedge without a time (its probe slot is taken);
         // if this round's failures have opened it since, say until when.

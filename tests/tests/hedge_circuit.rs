@@ -3,7 +3,7 @@
 
 use resilient_api::circuit_breaker::state::Phase;
 use resilient_api::testing::{ScriptedTransport, Step};
-use resilient_api::{ApiError, ErrorKind, resilient_api};
+use resilient_api::{ApiError, CallOptions, ErrorKind, resilient_api};
 use tests::{Clock, assert_nothing_leaked, ms, scripted};
 
 /// Hedged and plain endpoints behind one breaker (the default partition).
@@ -258,4 +258,79 @@ async fn a_refused_hedge_says_when_the_breaker_the_round_reopened_may_close() {
     assert_eq!(e.retry_at(), Some(start + ms(210)));
     assert_eq!(api.circuit_state().open_until, Some(start + ms(210)));
     assert_eq!(t.attempts(), 2);
+}
+
+/// Hedged, behind a breaker that opens on one failure, with two half-open probes.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 0),
+    breaker(failures = 1, reset = "100ms", probes = 2)
+)]
+pub trait TwoProbes {
+    #[get("/search")]
+    #[hedge(delay = "10ms", max = 2)]
+    async fn search(&self) -> Result<String, ApiError>;
+
+    #[get("/plain")]
+    async fn plain(&self) -> Result<String, ApiError>;
+}
+
+/// Regression: the primary's 503 at 5 ms waits for the hedge (launched at 10 ms, it
+/// hangs), and the call's deadline ends the round at 50 ms. The 503's verdict was
+/// held for the round's end and dropped with it, so the breaker never saw a failure
+/// that a call without hedging counts at once. It counts now, when the round is cut
+/// short, and the cooldown starts then.
+#[tokio::test(start_paused = true)]
+async fn a_branch_failure_counts_when_the_deadline_cuts_the_round_short() {
+    let t = ScriptedTransport::new([Step::status(503).delay(ms(5)), Step::hang()]);
+    let start = tokio::time::Instant::now();
+    let clock = Clock::start();
+    let api = scripted::<HedgedTripClient>(&t).with_options(CallOptions::new().deadline(ms(50)));
+
+    let e = api.search().await.unwrap_err();
+    assert_eq!((e.kind(), clock.now_ms()), (ErrorKind::Deadline, 50));
+    assert_eq!(t.dispatch_times(), [ms(0), ms(10)]);
+    let state = api.circuit_state();
+    assert_eq!(state.phase, Phase::Open, "the 503 counts: {state:?}");
+    assert_eq!(state.open_until, Some(start + ms(150)));
+    let e = api.plain().await.unwrap_err();
+    assert_eq!((e.kind(), e.attempts()), (ErrorKind::CircuitOpen, 0));
+    assert_eq!(t.attempts(), 2);
+    assert_nothing_leaked(&t);
+}
+
+/// Regression: half-open with two probes, both taken by one hedged call. The first
+/// probe fails at 105 ms, the second hangs, and the caller gives up at 130 ms
+/// (dropping the call). The failed probe's verdict went with the round, which freed
+/// its slot without a verdict: the breaker stayed half-open and let the next call
+/// probe the failing upstream again. The failure now reopens it, from 130 ms.
+#[tokio::test(start_paused = true)]
+async fn a_failed_probe_reopens_the_breaker_when_the_caller_gives_up() {
+    let t = ScriptedTransport::new([
+        Step::status(503),
+        Step::status(503).delay(ms(5)),
+        Step::hang(),
+    ]);
+    let start = tokio::time::Instant::now();
+    let clock = Clock::start();
+    let api = scripted::<TwoProbesClient>(&t);
+    assert_eq!(api.plain().await.unwrap_err().status(), Some(503));
+    assert_eq!(api.circuit_state().phase, Phase::Open);
+    tokio::time::sleep(ms(100)).await;
+
+    let gave_up = tokio::time::timeout(ms(30), api.search()).await;
+    assert!(gave_up.is_err(), "the caller gave up: {gave_up:?}");
+    assert_eq!(clock.now_ms(), 130);
+    assert_eq!(t.dispatch_times(), [ms(0), ms(100), ms(110)]);
+    let state = api.circuit_state();
+    assert_eq!(
+        state.phase,
+        Phase::Open,
+        "the failed probe reopens it: {state:?}"
+    );
+    assert_eq!(state.open_until, Some(start + ms(230)));
+    let e = api.plain().await.unwrap_err();
+    assert_eq!((e.kind(), e.attempts()), (ErrorKind::CircuitOpen, 0));
+    assert_eq!(t.attempts(), 3);
+    assert_nothing_leaked(&t);
 }
