@@ -228,6 +228,8 @@ pub struct ResponseStream {
     read: u64,
     end: End,
     endpoint: &'static str,
+    /// How many attempts the call made, for errors (as a decoder's error has it).
+    attempts: u32,
     /// The call's cancellation token, if it was given one.
     cancel: Option<tokio_util::sync::CancellationToken>,
 }
@@ -260,6 +262,7 @@ impl ResponseStream {
             read: 0,
             end: End::Open,
             endpoint,
+            attempts: 0,
             cancel: None,
         }
     }
@@ -320,6 +323,7 @@ impl ResponseStream {
     fn fail(&self, kind: ErrorKind, message: &'static str) -> ApiError {
         let mut e = ApiError::new(kind).with_message(message);
         e.set_endpoint(self.endpoint);
+        e.set_attempts(self.attempts);
         e
     }
 
@@ -482,11 +486,12 @@ impl ResponseStream {
     /// # Ok(()) }
     /// ```
     pub async fn text(self) -> Result<String, ApiError> {
-        let endpoint = self.endpoint;
+        let (endpoint, attempts) = (self.endpoint, self.attempts);
         let b = self.bytes().await?;
         String::from_utf8(b.to_vec()).map_err(|_| {
             let mut e = ApiError::new(ErrorKind::Decode).with_message("body is not UTF-8");
             e.set_endpoint(endpoint);
+            e.set_attempts(attempts);
             e
         })
     }
@@ -690,9 +695,9 @@ pub mod decode {
         type Output = ResponseStream;
         const STREAMING: bool = true;
         fn decode(raw: RawResponse) -> Result<ResponseStream, ApiError> {
-            match raw.body {
-                RawBody::Streaming(s) => Ok(*s),
-                RawBody::Buffered(b) => Ok(ResponseStream::new(
+            let mut stream = match raw.body {
+                RawBody::Streaming(s) => *s,
+                RawBody::Buffered(b) => ResponseStream::new(
                     raw.status,
                     raw.headers,
                     ResponseBody::full(b),
@@ -700,8 +705,12 @@ pub mod decode {
                     Duration::from_secs(30),
                     u64::MAX,
                     raw.endpoint,
-                )),
-            }
+                ),
+            };
+            // The body's errors come after the call returned, and still say how many
+            // attempts it made.
+            stream.attempts = raw.attempts;
+            Ok(stream)
         }
     }
 

@@ -37,6 +37,17 @@ pub trait Patient {
     async fn download(&self) -> Result<ResponseStream, ApiError>;
 }
 
+/// Retried once on a 503; a body limit of 8 bytes.
+#[resilient_api(
+    timeout(attempt = "1s", total = "10s"),
+    retry(max = 1, backoff = fixed(delay = "10ms"))
+)]
+pub trait Retried {
+    #[get("/download")]
+    #[max_body("8")]
+    async fn download(&self) -> Result<ResponseStream, ApiError>;
+}
+
 fn kind<T: std::fmt::Debug>(r: &Result<T, ApiError>) -> Option<ErrorKind> {
     r.as_ref().err().map(ApiError::kind)
 }
@@ -129,5 +140,36 @@ async fn a_failed_stream_lets_its_transfer_go() {
     assert_eq!(t.open_bodies(), 0);
     assert_eq!(kind(&body.chunk().await), Some(ErrorKind::Deadline));
     drop(body);
+    assert_nothing_leaked(&t);
+}
+
+/// Regression: an error read from a streamed body (cut short, over the limit, not
+/// UTF-8) said the call made 0 attempts, as if nothing had been sent, where a decode
+/// error of a buffered result carries the call's count.
+#[tokio::test(start_paused = true)]
+async fn a_streamed_body_error_carries_the_calls_attempts() {
+    let t = ScriptedTransport::new([
+        Step::status(503),
+        Step::status(200).chunks([(ms(0), "abc")]).cut_after(ms(5)),
+        Step::status(503),
+        Step::status(200).chunks([(ms(0), "12345"), (ms(5), "6789")]),
+        Step::status(503),
+        Step::status(200).body(vec![0xff_u8, 0xfe]),
+    ]);
+    let api = scripted::<RetriedClient>(&t);
+    let mut body = api.download().await.unwrap();
+    assert_eq!(body.chunk().await.unwrap().as_deref(), Some(&b"abc"[..]));
+    let e = body.chunk().await.unwrap_err();
+    assert_eq!((e.kind(), e.attempts()), (ErrorKind::Transport, 2));
+    assert!(e.to_string().contains("after 2 attempts"), "{e}");
+    // The same error asked for again keeps the count.
+    assert_eq!(body.chunk().await.unwrap_err().attempts(), 2);
+    drop(body);
+
+    let e = api.download().await.unwrap().bytes().await.unwrap_err();
+    assert_eq!((e.kind(), e.attempts()), (ErrorKind::BodyTooLarge, 2));
+
+    let e = api.download().await.unwrap().text().await.unwrap_err();
+    assert_eq!((e.kind(), e.attempts()), (ErrorKind::Decode, 2));
     assert_nothing_leaked(&t);
 }
