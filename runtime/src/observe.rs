@@ -116,6 +116,12 @@ pub fn redact_url(url: &str) -> String {
         return out;
     };
     out.push('?');
+    push_redacted_query(&mut out, query);
+    out
+}
+
+/// `query` (without its `?`) with every value replaced by `[redacted]`.
+pub(crate) fn push_redacted_query(out: &mut String, query: &str) {
     for (i, pair) in query.split('&').enumerate() {
         if i > 0 {
             out.push('&');
@@ -128,7 +134,6 @@ pub fn redact_url(url: &str) -> String {
             None => out.push_str(pair),
         }
     }
-    out
 }
 
 /// `head` (a URL up to its query) with the password of its user info redacted.

@@ -377,7 +377,6 @@ pub fn header_value(value: &str) -> Result<HeaderValue, &'static str> {
 /// Mistakes are collected, not thrown: the first one is reported by the call as an
 /// [`ErrorKind::InvalidRequest`](crate::ErrorKind::InvalidRequest) before anything is
 /// sent.
-#[derive(Debug)]
 pub struct RequestBuilder {
     pub(crate) spec: &'static EndpointSpec,
     pub(crate) path_values: Vec<String>,
@@ -390,6 +389,26 @@ pub struct RequestBuilder {
     /// given before or after the body, or by the client, replaces it.
     pub(crate) body_type: Option<&'static str>,
     pub(crate) error: Option<InvalidRequest>,
+}
+
+impl fmt::Debug for RequestBuilder {
+    /// Every query value and every secret header is shown as `[redacted]`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut query = String::with_capacity(self.query.len());
+        crate::observe::push_redacted_query(&mut query, &self.query);
+        f.debug_struct("RequestBuilder")
+            .field("endpoint", &self.spec.name)
+            .field("path_values", &self.path_values)
+            .field("query", &query)
+            .field(
+                "headers",
+                &self.headers.as_ref().map(crate::observe::Redacted),
+            )
+            .field("body", &self.body)
+            .field("body_type", &self.body_type)
+            .field("error", &self.error)
+            .finish()
+    }
 }
 
 impl RequestBuilder {
@@ -550,6 +569,35 @@ mod tests {
         for bad in ["", ".", "..", "a\rb", "a\nb", "a\tb"] {
             assert!(encode_path_segment(bad).is_err(), "{bad:?}");
         }
+    }
+
+    static SECRETS: EndpointSpec = EndpointSpec {
+        index: 0,
+        name: "data",
+        verb: Verb::Get,
+        template: "/data",
+        path: &[PathPart::Lit("/data")],
+        idempotent: true,
+        idempotency_key: None,
+        secrets: &["api_key", "x-api-key"],
+        policy: Policy::DEFAULT,
+    };
+
+    /// Regression: `RequestBuilder` derived `Debug`, which printed the query string
+    /// as built (a declared secret query value included) and an undeclared
+    /// `Authorization` header as given.
+    #[test]
+    fn a_request_builder_printed_shows_no_secret() {
+        let mut r = RequestBuilder::new(&SECRETS);
+        r.query("api_key", "CANARY-q")
+            .query("page", &2)
+            .header("x-api-key", &"CANARY-h")
+            .header("authorization", &"Bearer CANARY-a")
+            .header("accept", &"application/json");
+        let printed = format!("{r:?}");
+        assert!(!printed.contains("CANARY"), "leaked: {printed}");
+        assert!(printed.contains("api_key=[redacted]"), "{printed}");
+        assert!(printed.contains("application/json"), "{printed}");
     }
 
     #[test]
