@@ -198,7 +198,6 @@ impl fmt::Debug for HttpRequest {
 /// let response = HttpResponse { status: http::StatusCode::OK, headers, body };
 /// assert_eq!(response.status, 200);
 /// ```
-#[derive(Debug)]
 pub struct HttpResponse {
     /// The status.
     pub status: StatusCode,
@@ -206,6 +205,17 @@ pub struct HttpResponse {
     pub headers: HeaderMap,
     /// The body.
     pub body: ResponseBody,
+}
+
+impl fmt::Debug for HttpResponse {
+    /// Secret headers (`Set-Cookie` among them) are shown as `[redacted]`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpResponse")
+            .field("status", &self.status)
+            .field("headers", &crate::observe::Redacted(&self.headers))
+            .field("body", &self.body)
+            .finish()
+    }
 }
 
 impl HttpResponse {

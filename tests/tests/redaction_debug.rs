@@ -4,6 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use resilient_api::testing::{ScriptedTransport, Step};
+use resilient_api::transport::{HttpRequest, SendFuture, Transport};
 use resilient_api::{ApiError, Response, resilient_api};
 use tests::scripted_builder;
 
@@ -71,4 +72,46 @@ async fn a_response_printed_shows_no_cookie() {
         response.headers()["set-cookie"],
         format!("session={CANARY}; HttpOnly").as_str()
     );
+}
+
+/// A transport that logs every response head it passes on, as a user's wrapper might.
+struct Logging {
+    inner: ScriptedTransport,
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+impl Transport for Logging {
+    fn send(&self, request: HttpRequest) -> SendFuture {
+        let sent = self.inner.send(request);
+        let seen = Arc::clone(&self.seen);
+        Box::pin(async move {
+            let response = sent.await?;
+            seen.lock()
+                .expect("not poisoned")
+                .push(format!("{response:?}"));
+            Ok(response)
+        })
+    }
+}
+
+/// Regression: `HttpResponse` derived `Debug` and printed `Set-Cookie` as it came,
+/// so a transport wrapper logging the responses it passes on leaked the session.
+#[tokio::test(start_paused = true)]
+async fn a_transport_response_printed_shows_no_cookie() {
+    let t = ScriptedTransport::new([Step::status(200)
+        .header("set-cookie", &format!("session={CANARY}; HttpOnly"))
+        .header("x-request-id", "r-1")
+        .body("hi")]);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let api: SecretsClient = scripted_builder(&t)
+        .transport(Logging {
+            inner: t.clone(),
+            seen: Arc::clone(&seen),
+        })
+        .build()
+        .unwrap();
+    assert_eq!(api.login().await.unwrap().into_value(), "hi");
+    let printed = seen.lock().unwrap().join("\n");
+    assert!(printed.contains("r-1"), "{printed}");
+    assert!(!printed.contains(CANARY), "leaked: {printed}");
 }
