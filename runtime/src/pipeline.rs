@@ -1649,7 +1649,9 @@ impl Future for ReadBounded {
                 Some(Ok(c)) => c,
             };
             this.total = this.total.saturating_add(chunk.len() as u64);
-            if this.total > this.limit {
+            // Truncating, a read that holds `limit` bytes is done: waiting for more
+            // would only be waiting for bytes to drop.
+            if this.total > this.limit || (this.truncate && this.total == this.limit) {
                 if !this.truncate {
                     return Poll::Ready((None, Some(ReadError::TooLarge)));
                 }

@@ -123,3 +123,26 @@ async fn a_content_length_without_a_body_is_not_over_the_limit() {
     );
     tests::assert_nothing_leaked(&t);
 }
+
+/// Regression: an error response's body is kept up to 64 KiB, but a read that had
+/// exactly 64 KiB waited for more bytes only to drop them, so an error page whose
+/// first 64 KiB came in whole chunks and whose rest was slow ended as an attempt
+/// timeout (1 s) instead of the status error at once.
+#[tokio::test(start_paused = true)]
+async fn an_error_body_is_not_read_past_the_kept_64_kib() {
+    let kept = vec![b'x'; 64 * 1024];
+    let t = ScriptedTransport::new([Step::status(500).chunks([
+        (ms(0), kept[..32 * 1024].to_vec()),
+        (ms(0), kept[32 * 1024..].to_vec()),
+        (ms(5000), b"rest".to_vec()),
+    ])]);
+    let clock = tests::Clock::start();
+    let api: FilesClient = tests::scripted(&t);
+    let e = api.any().await.expect_err("a 500");
+    assert_eq!(
+        (clock.now_ms(), e.kind(), e.status()),
+        (0, ErrorKind::Status, Some(500))
+    );
+    assert_eq!(e.body().map(|b| b.len()), Some(64 * 1024));
+    tests::assert_nothing_leaked(&t);
+}
