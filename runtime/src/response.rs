@@ -486,15 +486,36 @@ impl ResponseStream {
     /// # Ok(()) }
     /// ```
     pub async fn text(self) -> Result<String, ApiError> {
-        let (endpoint, attempts) = (self.endpoint, self.attempts);
+        let (status, endpoint, attempts) = (self.status(), self.endpoint, self.attempts);
+        let content_type = self.headers().get(http::header::CONTENT_TYPE).cloned();
         let b = self.bytes().await?;
-        String::from_utf8(b.to_vec()).map_err(|_| {
-            let mut e = ApiError::new(ErrorKind::Decode).with_message("body is not UTF-8");
+        String::from_utf8(b.to_vec()).map_err(|e| {
+            let mut e = decode_failure(
+                status,
+                content_type.as_ref(),
+                b.len(),
+                format!("not UTF-8 at byte {}", e.utf8_error().valid_up_to()),
+            );
             e.set_endpoint(endpoint);
             e.set_attempts(attempts);
             e
         })
     }
+}
+
+/// A decode error: what went wrong, with the response's status, content type and
+/// length (never its body).
+fn decode_failure(
+    status: StatusCode,
+    content_type: Option<&http::HeaderValue>,
+    len: usize,
+    what: String,
+) -> ApiError {
+    let ct = content_type.and_then(|v| v.to_str().ok()).unwrap_or("none");
+    ApiError::new(ErrorKind::Decode).with_message(format!(
+        "{what} (status {}, content type {ct}, {len} bytes)",
+        status.as_u16()
+    ))
 }
 
 impl fmt::Debug for ResponseStream {
@@ -562,15 +583,8 @@ pub mod decode {
     }
 
     fn decode_error(raw: &RawResponse, len: usize, what: String) -> ApiError {
-        let ct = raw
-            .headers
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("none");
-        let mut e = ApiError::new(ErrorKind::Decode).with_message(format!(
-            "{what} (status {}, content type {ct}, {len} bytes)",
-            raw.status.as_u16()
-        ));
+        let content_type = raw.headers.get(http::header::CONTENT_TYPE);
+        let mut e = super::decode_failure(raw.status, content_type, len, what);
         e.set_endpoint(raw.endpoint);
         e
     }

@@ -173,3 +173,22 @@ async fn a_streamed_body_error_carries_the_calls_attempts() {
     assert_eq!((e.kind(), e.attempts()), (ErrorKind::Decode, 2));
     assert_nothing_leaked(&t);
 }
+
+/// Regression: a streamed body read with `text()` that is not UTF-8 said only "body is
+/// not UTF-8", where a buffered `String` result's decode error gives the status, the
+/// content type and the length, as DESIGN.md asks of every decode error.
+#[tokio::test(start_paused = true)]
+async fn a_streamed_text_decode_error_says_what_it_read() {
+    let t = ScriptedTransport::new([Step::status(200)
+        .header("content-type", "text/csv")
+        .body(vec![b'a', b'b', 0xff_u8, 0xfe])]);
+    let api = scripted::<StreamsClient>(&t);
+    let e = api.download().await.unwrap().text().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Decode);
+    let message = e.to_string();
+    assert!(
+        message.contains("not UTF-8 at byte 2 (status 200, content type text/csv, 4 bytes)"),
+        "{message}"
+    );
+    assert_nothing_leaked(&t);
+}
