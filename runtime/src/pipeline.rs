@@ -507,16 +507,21 @@ fn prepare(inner: &ClientInner, ep: &EndpointRuntime, request: &mut RequestBuild
     } else {
         let mut headers = inner.headers.clone();
         // A call's header replaces a client-wide one of the same name; repeated
-        // values of one call header are all kept.
-        let mut last: Option<http::HeaderName> = None;
-        for (name, value) in call_headers.into_iter().flatten() {
+        // values of one call header are all kept. A client-wide secret stays secret
+        // whatever value a call gives it: redacted, and dropped on a cross-origin
+        // redirect.
+        let mut last: Option<(http::HeaderName, bool)> = None;
+        for (name, mut value) in call_headers.into_iter().flatten() {
             match name {
                 Some(name) => {
+                    let secret = headers.get(&name).is_some_and(HeaderValue::is_sensitive);
+                    value.set_sensitive(value.is_sensitive() || secret);
                     headers.insert(name.clone(), value);
-                    last = Some(name);
+                    last = Some((name, secret));
                 }
                 None => {
-                    if let Some(name) = &last {
+                    if let Some((name, secret)) = &last {
+                        value.set_sensitive(value.is_sensitive() || *secret);
                         headers.append(name, value);
                     }
                 }

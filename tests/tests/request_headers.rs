@@ -133,3 +133,28 @@ async fn a_client_wide_header_does_not_replace_the_per_call_key() {
         "{keys:?}"
     );
 }
+
+/// A key a call may give itself, on a client given a secret one.
+#[resilient_api(timeout(attempt = "1s"), retry(max = 0))]
+pub trait Keys {
+    #[get("/data")]
+    async fn data(&self, #[header("X-Api-Key")] key: &str) -> Result<(), ApiError>;
+}
+
+/// Regression: a call's value replaced a client-wide secret header of the same name
+/// without the secret mark, so it was printed in full and kept on a cross-origin
+/// redirect. The header stays secret whatever value the call gives it.
+#[tokio::test(start_paused = true)]
+async fn a_calls_value_for_a_client_wide_secret_header_stays_secret() {
+    let t = ScriptedTransport::new([Step::status(204)]);
+    let api: KeysClient = scripted_builder(&t)
+        .secret_header("x-api-key", "CANARY-client")
+        .build()
+        .expect("a valid client");
+    api.data("CANARY-call").await.expect("the call succeeds");
+    let sent = &t.requests()[0];
+    assert_eq!(values(&t, "x-api-key"), [["CANARY-call"]]);
+    assert!(sent.headers["x-api-key"].is_sensitive());
+    let printed = format!("{sent:?}");
+    assert!(!printed.contains("CANARY"), "leaked: {printed}");
+}
