@@ -280,15 +280,18 @@ impl RateLimiter {
                 // was due: that would let the next waiter, woken on time, follow
                 // closer than the rate allows.
                 let now = self.ns(Instant::now());
-                if let Some(token) = self.take(now) {
-                    place.leave();
-                    return Ok(token);
-                }
+                // The deadline before the token, as on the way in: a waiter that runs
+                // again only after its deadline (a timer serviced late, or the front
+                // handed on in the tick where the deadline fires) takes nothing.
                 let ready = self.ready_at(now, 1);
                 if self.missed(ready, now, deadline) {
                     return Err(RateLimited {
                         retry_at: self.instant(ready),
                     });
+                }
+                if let Some(token) = self.take(now) {
+                    place.leave();
+                    return Ok(token);
                 }
                 self.instant(ready)
             };
@@ -566,6 +569,60 @@ mod tests {
         assert_eq!(Instant::now(), start);
         assert!(l.try_acquire(start).is_none(), "no overtaking the line");
         assert_eq!(ahead.await.unwrap().unwrap(), start + ms(100));
+    }
+
+    /// Regression: a waiter that runs again only after its deadline (its timer was
+    /// serviced late: a busy or stalled runtime) took the token it woke for. It is
+    /// refused, as it would have been on the way in, and the token stays.
+    #[tokio::test(start_paused = true)]
+    async fn a_waiter_woken_after_its_deadline_takes_no_token() {
+        let start = Instant::now();
+        let l = Arc::new(RateLimiter::new(RateLimitConfig::new(10.0, 1), start));
+        let _t = l.try_acquire(start).unwrap();
+        let deadline = start + ms(150);
+        let waiter = {
+            let l = Arc::clone(&l);
+            tokio::spawn(async move { l.acquire(Some(deadline)).await.map(|_| start.elapsed()) })
+        };
+        tokio::task::yield_now().await; // in line, asleep until the token at 100 ms
+        assert_eq!(l.waiting.load(Ordering::Acquire), 1);
+        // The runtime stalls past the deadline: the waiter runs again at 200 ms.
+        tokio::time::advance(ms(200)).await;
+        let got = waiter.await.unwrap();
+        assert!(got.is_err(), "a token taken after the deadline: {got:?}");
+        assert_eq!(l.waiting.load(Ordering::Acquire), 0);
+        assert_eq!(l.available(Instant::now()), 1.0, "the token is still there");
+    }
+
+    /// Regression: the front of the line handed on in the tick where a waiter's
+    /// deadline fires: `timeout_at` polls the lock before its timer, so the waiter
+    /// got the front, found a token free (burst 2) and took it after its deadline.
+    #[tokio::test(start_paused = true)]
+    async fn a_waiter_handed_the_front_after_its_deadline_takes_no_token() {
+        let start = Instant::now();
+        let l = Arc::new(RateLimiter::new(RateLimitConfig::new(10.0, 2), start));
+        while l.try_acquire(start).is_some() {}
+        let spawn_waiter = |deadline: Option<Instant>| {
+            let l = Arc::clone(&l);
+            tokio::spawn(async move { l.acquire(deadline).await.map(|_| start.elapsed()) })
+        };
+        let front = spawn_waiter(None); // its token: 100 ms
+        tokio::task::yield_now().await;
+        let deadline = start + ms(250);
+        let behind = spawn_waiter(Some(deadline)); // its token: 200 ms
+        tokio::task::yield_now().await;
+        assert_eq!(l.waiting.load(Ordering::Acquire), 2);
+        // Both timers are due when the runtime runs again, at 300 ms.
+        tokio::time::advance(ms(300)).await;
+        assert_eq!(front.await.unwrap().unwrap(), ms(300));
+        let got = behind.await.unwrap();
+        assert!(got.is_err(), "a token taken after the deadline: {got:?}");
+        assert_eq!(l.waiting.load(Ordering::Acquire), 0);
+        assert_eq!(
+            l.available(Instant::now()),
+            1.0,
+            "the second token is still there"
+        );
     }
 
     #[tokio::test(start_paused = true)]

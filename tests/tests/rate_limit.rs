@@ -331,3 +331,39 @@ async fn rate_limit_token_due_within_a_tick_of_the_deadline_off_the_grid() {
     assert_eq!((e.kind(), clock.now_ms()), (ErrorKind::RateLimited, 0));
     assert_eq!(t.attempts(), 1);
 }
+
+/// 1,500 per second, burst 1: one token every 666.667 µs.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 0),
+    rate_limit(per_second = 1500, burst = 1)
+)]
+pub trait Quick {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+/// Regression: a waiter whose timer was serviced after its deadline took its token,
+/// and the call was sent after its deadline. Created 0.4 ms off the grid, the next
+/// token is due at 0.67 ms and the deadline is 1.7 ms, so the call waits; the paused
+/// clock wakes it at 2 ms (as a busy runtime would), and it is refused then.
+#[tokio::test(start_paused = true)]
+async fn rate_limit_waiter_woken_after_its_deadline_is_not_sent() {
+    tokio::time::advance(std::time::Duration::from_micros(400)).await;
+    let t = ScriptedTransport::new([Step::status(200).body("first")]);
+    let clock = Clock::start();
+    let api = scripted::<QuickClient>(&t);
+    assert_eq!(api.resource().await.unwrap(), "first");
+    t.push([Step::status(200).body("late")]);
+    let res = api
+        .with_options(CallOptions::new().deadline(std::time::Duration::from_micros(1_700)))
+        .resource()
+        .await;
+    assert!(clock.now_ms() >= 2, "woken after the deadline");
+    assert_eq!(
+        t.dispatch_times(),
+        vec![ms(0)],
+        "nothing sent after the deadline"
+    );
+    assert_eq!(res.unwrap_err().kind(), ErrorKind::RateLimited);
+}
