@@ -304,7 +304,11 @@ impl RateLimiter {
 
     /// Gives back a token taken by an attempt that never dispatched.
     ///
-    /// The bucket never holds more than `burst` tokens, however late the refund.
+    /// The bucket never holds more than `burst` tokens, however late the refund. Give
+    /// a token back as soon as it is known to be unused, as the client does (in the
+    /// poll that took it): a refund is one interval taken off the bucket's schedule,
+    /// so a token kept for an interval or more and then refunded lets the next taker
+    /// follow sooner than the rate allows.
     ///
     /// ```
     /// use resilient_api::rate_limit::{RateLimitConfig, RateLimiter};
