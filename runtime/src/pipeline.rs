@@ -1139,6 +1139,9 @@ impl Call<'_> {
         // The URL of the request in flight: the prepared one until a redirect.
         let mut hop_url: Option<Url> = None;
         let mut crossed = false;
+        // Once a hop has dropped the body (a 301, 302 or 303), a later 307 or 308
+        // repeats that bodiless request, not the original one.
+        let mut body_dropped = false;
         loop {
             if !is_followed(response.status) || self.inner.max_redirects == 0 {
                 return Ok(response);
@@ -1192,18 +1195,21 @@ impl Call<'_> {
             }
             crossed |= url.origin() != next.origin();
             let mut headers = prepared.headers.clone().unwrap_or_default();
-            let body = if keep_method || method == Method::GET || method == Method::HEAD {
-                if !keep_method || prepared.body.is_empty() {
-                    RequestBody::Empty
-                } else {
-                    RequestBody::Bytes(prepared.body.clone())
+            if !keep_method {
+                body_dropped = true;
+                if method != Method::GET && method != Method::HEAD {
+                    method = Method::GET;
                 }
+            }
+            let body = if body_dropped || prepared.body.is_empty() {
+                RequestBody::Empty
             } else {
+                RequestBody::Bytes(prepared.body.clone())
+            };
+            if body_dropped {
                 headers.remove(http::header::CONTENT_TYPE);
                 headers.remove(http::header::CONTENT_LENGTH);
-                method = Method::GET;
-                RequestBody::Empty
-            };
+            }
             tracing::debug!(hop = hops, "following redirect");
             hop_url = Some(next.clone());
             was_stream = false;

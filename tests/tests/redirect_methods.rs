@@ -120,3 +120,33 @@ async fn a_redirect_to_another_scheme_is_refused_before_it_is_sent() {
         assert_nothing_leaked(&t);
     }
 }
+
+/// Regression: a POST turned into a bodiless GET by a 303 got its body and
+/// `Content-Type` back at a later 307 or 308, which repeats the request it redirects
+/// (the GET), not the original POST.
+#[tokio::test(start_paused = true)]
+async fn a_body_dropped_by_a_303_stays_dropped_after_a_307() {
+    for kept in [307u16, 308] {
+        let t = ScriptedTransport::new([
+            Step::status(303).header("location", "/result"),
+            Step::status(kept).header("location", "/result/v2"),
+            Step::status(200).body("done"),
+        ]);
+        let api: PostingClient = scripted(&t);
+        assert_eq!(api.send(PAYLOAD).await.expect("followed"), "done");
+        assert_nothing_leaked(&t);
+        let requests = t.requests();
+        assert_eq!(requests.len(), 3, "{kept}");
+        let last = &requests[2];
+        assert_eq!(last.url, "https://example.test/result/v2", "{kept}");
+        assert_eq!(last.method, http::Method::GET, "{kept}");
+        assert!(
+            last.body.is_empty(),
+            "the POST's body came back after {kept}"
+        );
+        assert!(
+            !last.headers.contains_key("content-type"),
+            "the POST's content-type came back after {kept}"
+        );
+    }
+}
