@@ -1228,6 +1228,7 @@ impl Call<'_> {
             // the middleware's included, even if a later hop comes back.
             if crossed {
                 strip_credentials(&mut request.headers, spec.secrets);
+                strip_secret_query(&mut request.url, spec.secrets);
             }
             response = self
                 .inner
@@ -1713,6 +1714,26 @@ fn is_followed(status: StatusCode) -> bool {
 fn redirect_target(current: &Url, headers: &HeaderMap) -> Option<Url> {
     let location = headers.get(http::header::LOCATION)?.to_str().ok()?;
     current.join(location).ok()
+}
+
+/// Drop every query parameter declared secret on a change of origin, whether the
+/// `Location` carried it or a middleware added it; the rest of the query is kept as
+/// it was written.
+fn strip_secret_query(url: &mut Url, secrets: &[&str]) {
+    let Some(query) = url.query() else {
+        return;
+    };
+    let is_secret = |pair: &str| {
+        url::form_urlencoded::parse(pair.as_bytes())
+            .next()
+            .is_some_and(|(name, _)| secrets.iter().any(|s| *s == name))
+    };
+    if !query.split('&').any(is_secret) {
+        return;
+    }
+    let kept: Vec<&str> = query.split('&').filter(|p| !is_secret(p)).collect();
+    let kept = kept.join("&");
+    url.set_query((!kept.is_empty()).then_some(kept.as_str()));
 }
 
 /// Drop every credential header and every declared secret on a change of origin.

@@ -8,6 +8,9 @@ use resilient_api::{ApiError, resilient_api};
 pub trait Moved {
     #[get("/start")]
     async fn start(&self, #[header("X-Api-Key", secret)] key: &str) -> Result<String, ApiError>;
+
+    #[get("/search")]
+    async fn search(&self, #[query("api_key", secret)] key: &str) -> Result<String, ApiError>;
 }
 
 #[tokio::test(start_paused = true)]
@@ -49,4 +52,44 @@ async fn https_to_http_is_refused() {
     let e = api.start("k").await.expect_err("downgrade");
     assert_eq!(e.kind(), resilient_api::ErrorKind::Redirect);
     assert_eq!(t.attempts(), 1);
+}
+
+/// Regression: a declared secret query parameter reached another origin when the
+/// redirect's `Location` carried it (a server that keeps the query when it moves a
+/// host, as `return 301 https://new$request_uri` does) or a middleware added it to
+/// every hop; only secret headers were dropped.
+#[tokio::test(start_paused = true)]
+async fn a_secret_query_parameter_is_dropped_when_the_origin_changes() {
+    let t = ScriptedTransport::new([
+        Step::status(301).header(
+            "location",
+            "https://other.test/search?api_key=key-456&page=2",
+        ),
+        Step::status(200).body("done"),
+        Step::status(302).header("location", "https://other.test/next"),
+        Step::status(200).body("done"),
+    ]);
+    let api: MovedClient = tests::scripted_builder(&t)
+        // Signs every request that has no query yet with the same secret parameter.
+        .middleware(|req| {
+            if req.url.query().is_none() {
+                req.url.set_query(Some("api_key=key-789"));
+            }
+            Ok(())
+        })
+        .build()
+        .expect("builds");
+    assert_eq!(api.search("key-456").await.expect("followed"), "done");
+    assert_eq!(api.search("key-456").await.expect("followed"), "done");
+    let urls: Vec<String> = t.requests().into_iter().map(|r| r.url).collect();
+    assert_eq!(
+        urls,
+        [
+            "https://example.test/search?api_key=key-456",
+            "https://other.test/search?page=2",
+            "https://example.test/search?api_key=key-456",
+            "https://other.test/next",
+        ]
+    );
+    tests::assert_nothing_leaked(&t);
 }
