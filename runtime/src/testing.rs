@@ -693,33 +693,39 @@ impl Transport for ScriptedTransport {
 
 /// A body whose chunks arrive at fixed times from now (the head), each its delay
 /// after the one before, however fast or slow the reader is, as from a server.
+/// Wait until `at`, if it is still ahead; `None` is never.
+async fn wait_until(at: Option<Instant>) {
+    match at {
+        Some(at) if at > Instant::now() => sleep_until(at).await,
+        Some(_) => {}
+        None => std::future::pending().await,
+    }
+}
+
 fn body_stream(
     chunks: Vec<(Duration, Bytes)>,
     cut_after: Option<Duration>,
     open: Count,
 ) -> ResponseBody {
-    let mut due = Instant::now();
-    let chunks: Vec<(Instant, Bytes)> = chunks
+    // `None`: too far away to add to the clock (`Duration::MAX`): never.
+    let mut due = Some(Instant::now());
+    let chunks: Vec<(Option<Instant>, Bytes)> = chunks
         .into_iter()
         .map(|(delay, bytes)| {
-            due += delay;
+            due = due.and_then(|d| d.checked_add(delay));
             (due, bytes)
         })
         .collect();
-    let cut = cut_after.map(|after| due + after);
+    let cut = cut_after.map(|after| due.and_then(|d| d.checked_add(after)));
     let stream = futures_util::stream::unfold(
         (chunks.into_iter(), cut, Some(open)),
         |(mut chunks, cut, mut open)| async move {
             if let Some((due, bytes)) = chunks.next() {
-                if due > Instant::now() {
-                    sleep_until(due).await;
-                }
+                wait_until(due).await;
                 return Some((Ok(bytes), (chunks, cut, open)));
             }
             if let Some(at) = cut {
-                if at > Instant::now() {
-                    sleep_until(at).await;
-                }
+                wait_until(at).await;
                 open.take();
                 return Some((
                     Err(TransportError::io("response body cut short (scripted)")),

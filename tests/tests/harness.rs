@@ -122,3 +122,30 @@ fn an_invalid_header_name_fails_loudly() {
 fn an_invalid_status_fails_loudly() {
     let _ = Step::status(1000);
 }
+
+/// Regression: a chunk delay or a cut too far away to add to the clock (a body that
+/// never goes on, scripted with `Duration::MAX`) panicked with an overflow inside the
+/// transport; such a body now simply waits.
+#[tokio::test(start_paused = true)]
+async fn a_body_that_never_goes_on_waits_instead_of_panicking() {
+    let forever = std::time::Duration::MAX;
+    let t = ScriptedTransport::new([
+        Step::status(200).chunks([(ms(0), "a"), (forever, "b")]),
+        Step::status(200).chunks([(forever, "a"), (forever, "b")]),
+        Step::status(200).body("a").cut_after(forever),
+    ]);
+    for _ in 0..3 {
+        let mut response = t.send(get("/")).await.expect("a head");
+        let mut read = Vec::new();
+        let idle = tokio::time::timeout(ms(1000), async {
+            while let Some(chunk) = response.body.next().await {
+                read.extend_from_slice(&chunk.expect("a chunk"));
+            }
+        })
+        .await;
+        assert!(idle.is_err(), "the body ended");
+        assert!(read.is_empty() || read == b"a", "{read:?}");
+        drop(response);
+    }
+    assert_eq!((t.in_flight(), t.open_bodies()), (0, 0));
+}
