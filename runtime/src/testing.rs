@@ -691,8 +691,6 @@ impl Transport for ScriptedTransport {
     }
 }
 
-/// A body whose chunks arrive at fixed times from now (the head), each its delay
-/// after the one before, however fast or slow the reader is, as from a server.
 /// Wait until `at`, if it is still ahead; `None` is never.
 async fn wait_until(at: Option<Instant>) {
     match at {
@@ -702,6 +700,8 @@ async fn wait_until(at: Option<Instant>) {
     }
 }
 
+/// A body whose chunks arrive at fixed times from now (the head), each its delay
+/// after the one before, however fast or slow the reader is, as from a server.
 fn body_stream(
     chunks: Vec<(Duration, Bytes)>,
     cut_after: Option<Duration>,
