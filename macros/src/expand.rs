@@ -15,6 +15,7 @@ use crate::ast::{self, Api, Decoder, Endpoint, Part};
 use crate::attr::{BodyKind, RoleKind};
 use crate::ctxt::Ctxt;
 use crate::policy::{self, Backoff, Mode};
+use crate::symbol::{ALLOW, EXPECT};
 use crate::valid;
 
 /// The attribute, start to end: parse, check, write.
@@ -40,6 +41,25 @@ fn allow_lints() -> TokenStream {
             clippy::nursery,
         )]
     }
+}
+
+/// The user's `#[allow(...)]` and `#[expect(...)]` among `attrs`, as `#[allow(...)]`
+/// for the code generated from their tokens: the client's method repeats the
+/// method's parameter names and types, the client's name comes from the trait's,
+/// so a lint the user silenced there (`non_snake_case`, `deprecated`, ...) would fire
+/// again on the copy. An expectation stays fulfilled by the user's own item.
+fn user_allows(attrs: &[syn::Attribute]) -> Vec<TokenStream> {
+    attrs
+        .iter()
+        .filter(|a| a.path() == ALLOW || a.path() == EXPECT)
+        .filter_map(|a| match &a.meta {
+            syn::Meta::List(list) => {
+                let lints = &list.tokens;
+                Some(quote_spanned!(a.span()=> #[allow(#lints)]))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 fn doc(text: &str) -> TokenStream {
@@ -172,6 +192,7 @@ fn client_struct(api: &Api, docs: &[String]) -> TokenStream {
     let client = &api.client;
     let docs = docs.iter().map(|d| doc(d));
     let allow = allow_lints();
+    let user_allows = user_allows(&api.item.attrs);
     let example = format!("```text\nlet api = {client}::builder().build()?;\n```");
     let methods = [
         quote! {
@@ -221,11 +242,13 @@ fn client_struct(api: &Api, docs: &[String]) -> TokenStream {
         #(#docs)*
         #[derive(::core::clone::Clone, ::core::fmt::Debug)]
         #allow
+        #(#user_allows)*
         #vis struct #client {
             __handle: #ra::__private::Handle,
         }
 
         #allow
+        #(#user_allows)*
         impl #client {
             #(#methods)*
         }
@@ -547,8 +570,10 @@ fn endpoint_method(api: &Api, e: &Endpoint, docs: &[TokenStream]) -> TokenStream
         }
         None => quote!(#pv::Handle::call::<#pv::Unit>(#handle, #req)),
     };
+    let user_allows = user_allows(&e.attrs.kept);
     quote! {
         #(#docs)*
+        #(#user_allows)*
         #sig {
             let #mutability #req = #pv::RequestBuilder::new(&#spec);
             #(#steps)*
@@ -599,6 +624,7 @@ fn expand(api: &Api) -> TokenStream {
     let client = &api.client;
     let client_struct = client_struct(api, &client_docs(api));
     let allow = allow_lints();
+    let user_allows = user_allows(&api.item.attrs);
     let endpoint_statics = api
         .endpoints
         .iter()
@@ -617,6 +643,7 @@ fn expand(api: &Api) -> TokenStream {
         #client_struct
 
         #allow
+        #(#user_allows)*
         const _: () = {
             #(#endpoint_statics)*
             #api_static

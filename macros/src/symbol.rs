@@ -82,6 +82,10 @@ pub const CFG: Symbol = Symbol("cfg");
 pub const CFG_ATTR: Symbol = Symbol("cfg_attr");
 pub const DOC: Symbol = Symbol("doc");
 
+// lint attributes of the user's, repeated on the code generated from their tokens
+pub const ALLOW: Symbol = Symbol("allow");
+pub const EXPECT: Symbol = Symbol("expect");
+
 impl PartialEq<Symbol> for Ident {
     fn eq(&self, word: &Symbol) -> bool {
         self == word.0
