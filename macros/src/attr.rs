@@ -993,7 +993,16 @@ pub fn param_roles(cx: &Ctxt, attrs: &mut Vec<Attribute>) -> Vec<RoleAttr> {
                         Some(_) if seen > 1 => {
                             cx.error_spanned_by(&meta.path, "a body has one encoding")
                         }
-                        Some(found) => kind = found,
+                        Some(found) => {
+                            kind = found;
+                            if meta.input.peek(Token![=]) || meta.input.peek(token::Paren) {
+                                let key = path_to_string(&meta.path);
+                                cx.error_spanned_by(
+                                    &meta.path,
+                                    format!("`{key}` takes no value: write `#[body({key})]`"),
+                                );
+                            }
+                        }
                         None => {
                             let key = path_to_string(&meta.path);
                             cx.error_spanned_by(
