@@ -60,7 +60,8 @@ pub enum Receiver {
 pub struct Param {
     /// `None` when the pattern is not a plain name (the error is in `valid.rs`).
     pub ident: Option<Ident>,
-    /// The name without `r#`, as it appears in `{name}` and in errors.
+    /// The name without `r#`, as it appears in `{name}` and in errors (empty for a
+    /// pattern that binds no single name).
     pub name: String,
     pub pat: Pat,
     pub ty: Type,
@@ -440,10 +441,11 @@ impl Endpoint {
                         }
                         _ => None,
                     };
-                    let name = ident
-                        .as_ref()
-                        .map(|i| i.unraw().to_string())
-                        .unwrap_or_default();
+                    // `ref id` is refused, but still names `{id}`: no second error.
+                    let name = match &*pt.pat {
+                        Pat::Ident(p) => p.ident.unraw().to_string(),
+                        _ => String::new(),
+                    };
                     let in_path = ident.is_some()
                         && template.as_ref().is_some_and(|t| t.names.contains(&name));
                     params.push(Param {

@@ -124,7 +124,9 @@ fn user_trait(api: &Api, with_docs: bool) -> ItemTrait {
         for arg in &mut method.sig.inputs {
             if let FnArg::Typed(pt) = arg {
                 match &mut *pt.pat {
-                    Pat::Ident(p) if p.subpat.is_none() => p.mutability = None,
+                    Pat::Ident(p) if p.subpat.is_none() && p.by_ref.is_none() => {
+                        p.mutability = None;
+                    }
                     pat => *pat = syn::parse_quote!(_),
                 }
             }
