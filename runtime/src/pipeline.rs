@@ -828,6 +828,10 @@ impl Call<'_> {
         if round > retry.max {
             return Err(error);
         }
+        // From here the failure is shown to the hooks, or becomes the source of a
+        // refusal: stamped now, as the call's end stamps the error it returns.
+        error.set_endpoint(spec.name);
+        error.set_attempts(self.attempts.load(Ordering::Relaxed));
         if let Some(predicate) = &self.inner.hooks.retry_predicate {
             match predicate(&error) {
                 Ok(true) => {}

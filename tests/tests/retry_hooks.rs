@@ -300,3 +300,47 @@ async fn hook_failure_keeps_the_breaker_closed_for_the_next_call() {
     assert_eq!(api.resource().await.unwrap(), "ok");
     assert_eq!(t.attempts(), 1);
 }
+
+/// Regression: the retry predicate and the on-retry hook were handed the failure before
+/// the call had stamped it, so `endpoint()` was `""` and `attempts()` was 0 there (a
+/// predicate keyed on the endpoint or the attempt count never matched), and so was
+/// the source of a refused retry (`BudgetExhausted`, `CircuitOpen`).
+#[tokio::test(start_paused = true)]
+async fn retry_hooks_see_the_failures_endpoint_and_attempt_count() {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("busy"),
+        Step::status(503).body("busy"),
+        Step::status(503).body("busy"),
+    ]);
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let told = Arc::new(Mutex::new(Vec::new()));
+    let (a, b) = (asked.clone(), told.clone());
+    let api = scripted_builder::<HookedClient>(&t)
+        .retry_predicate(move |e: &ApiError| {
+            a.lock().unwrap().push((e.endpoint(), e.attempts()));
+            Ok(true)
+        })
+        .on_retry(move |event: &RetryEvent<'_>| {
+            let e = event.error;
+            b.lock()
+                .unwrap()
+                .push((event.attempt, e.endpoint(), e.attempts()));
+            Ok(())
+        })
+        .build()
+        .unwrap();
+
+    let e = api.resource().await.unwrap_err();
+    assert_eq!((e.kind(), e.attempts()), (ErrorKind::Status, 3));
+    assert_eq!(
+        *asked.lock().unwrap(),
+        vec![("resource", 1), ("resource", 2)],
+        "what the retry predicate was shown"
+    );
+    assert_eq!(
+        *told.lock().unwrap(),
+        vec![(1, "resource", 1), (2, "resource", 2)],
+        "what the on-retry hook was shown"
+    );
+    assert_nothing_leaked(&t);
+}
