@@ -113,8 +113,10 @@ impl Jitter {
     /// Sixteen random bytes, e.g. for a UUID v4 idempotency key.
     ///
     /// A fixed source still gives distinct keys per call: its bytes come from a
-    /// generator seeded by the fixed value and a per-process counter, so tests can
-    /// predict them without two calls ever sharing a key.
+    /// generator seeded by the fixed value and a counter shared by the whole process,
+    /// so no two calls ever share a key. Which key a call gets then depends on how
+    /// many the process made before (other tests running at the same time included):
+    /// a test that must predict its keys uses [`Jitter::seeded`].
     ///
     /// ```
     /// use resilient_api::Jitter;
