@@ -258,9 +258,15 @@ pub struct Engine {
     inner: Arc<EngineInner>,
 }
 
+/// A partition's place in an engine: the upstream origin, the partition's name, and
+/// for a partition that belongs to one API (a method's own, `Trait::method`) that
+/// API's identity, so that another API whose trait has the same name (in another
+/// module) never shares it.
+type PartitionKey = (String, String, Option<usize>);
+
 #[derive(Default)]
 struct EngineInner {
-    partitions: Mutex<HashMap<(String, String), Arc<Partition>>>,
+    partitions: Mutex<HashMap<PartitionKey, Arc<Partition>>>,
     global: Option<Arc<Bulkhead>>,
 }
 
@@ -352,7 +358,7 @@ impl Engine {
         }
     }
 
-    fn partition(&self, key: (String, String), make: impl FnOnce() -> Partition) -> Arc<Partition> {
+    fn partition(&self, key: PartitionKey, make: impl FnOnce() -> Partition) -> Arc<Partition> {
         let mut map = self
             .inner
             .partitions
@@ -1179,16 +1185,32 @@ impl<C: GeneratedClient> ClientBuilder<C> {
             .iter()
             .copied()
             .find(|e| e.policy.partition.is_none());
-        let default_partition =
-            engine.partition((origin.clone(), String::new()), || make("", first_default));
+        let default_partition = engine.partition((origin.clone(), String::new(), None), || {
+            make("", first_default)
+        });
+        // A method's own partition is named `Trait::method`: the API's alone, even
+        // beside another API whose trait has the same name. An explicit name is
+        // shared on purpose.
+        let owner = std::ptr::from_ref(api) as usize;
+        let owned = |name: &str| {
+            name.strip_prefix(api.name)
+                .and_then(|rest| rest.strip_prefix("::"))
+                .is_some_and(|method| api.endpoints.iter().any(|e| e.name == method))
+        };
         let endpoints = api
             .endpoints
             .iter()
             .map(|&spec| {
                 let partition = match spec.policy.partition {
                     None => default_partition.clone(),
-                    Some(name) => engine
-                        .partition((origin.clone(), name.to_owned()), || make(name, Some(spec))),
+                    Some(name) => engine.partition(
+                        (
+                            origin.clone(),
+                            name.to_owned(),
+                            owned(name).then_some(owner),
+                        ),
+                        || make(name, Some(spec)),
+                    ),
                 };
                 let fixed_url = spec
                     .path

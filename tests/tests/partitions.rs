@@ -165,3 +165,73 @@ async fn a_methods_own_breaker_is_observable_by_its_partitions_name() {
         "no such partition"
     );
 }
+
+/// Two versions of one API, in two modules: two traits with the same name, each
+/// with a method `fetch` that has a breaker of its own.
+mod v1 {
+    use resilient_api::{ApiError, resilient_api};
+
+    #[resilient_api(timeout(attempt = "1s"), retry(max = 0))]
+    pub trait Accounts {
+        #[get("/v1/accounts")]
+        #[breaker(failures = 1, reset = "1s")]
+        async fn fetch(&self) -> Result<String, ApiError>;
+    }
+}
+
+mod v2 {
+    use resilient_api::{ApiError, resilient_api};
+
+    #[resilient_api(timeout(attempt = "1s"), retry(max = 0))]
+    pub trait Accounts {
+        #[get("/v2/accounts")]
+        #[breaker(failures = 100, reset = "1s")]
+        async fn fetch(&self) -> Result<String, ApiError>;
+    }
+}
+
+/// Regression: a method's own partition is named `Trait::method`, and the engine
+/// looked partitions up by that name alone, so two APIs whose traits share a name
+/// (`v1::Accounts`, `v2::Accounts`) shared `Accounts::fetch` on one engine: the v2
+/// endpoint was refused after one failure of the v1 one, its own `failures = 100`
+/// silently dropped. A method's own partition is the API's alone.
+#[tokio::test(start_paused = true)]
+async fn methods_own_partitions_of_two_same_named_apis_on_one_engine_stay_apart() {
+    let t = ScriptedTransport::new([Step::status(503), Step::status(200).body("v2")]);
+    let engine = Engine::new();
+    let old: v1::AccountsClient = tests::scripted_builder(&t)
+        .engine(engine.clone())
+        .build()
+        .unwrap();
+    let new: v2::AccountsClient = tests::scripted_builder(&t)
+        .engine(engine.clone())
+        .build()
+        .unwrap();
+    assert_eq!(
+        v1::Accounts::fetch(&old).await.unwrap_err().status(),
+        Some(503)
+    );
+    assert_eq!(
+        old.partition_circuit_state("Accounts::fetch")
+            .map(|s| s.phase),
+        Some(Phase::Open)
+    );
+    assert_eq!(
+        new.partition_circuit_state("Accounts::fetch")
+            .map(|s| s.phase),
+        Some(Phase::Closed),
+        "v2's own breaker is not v1's"
+    );
+    assert_eq!(
+        v2::Accounts::fetch(&new).await.expect("v2 is not refused"),
+        "v2"
+    );
+    // Two clients of one API on the engine still share its method's own partition.
+    let again: v1::AccountsClient = tests::scripted_builder(&t).engine(engine).build().unwrap();
+    assert_eq!(
+        v1::Accounts::fetch(&again).await.unwrap_err().kind(),
+        ErrorKind::CircuitOpen
+    );
+    assert_eq!(t.attempts(), 2);
+    tests::assert_nothing_leaked(&t);
+}
