@@ -358,6 +358,15 @@ impl Engine {
         }
     }
 
+    fn existing(&self, key: &PartitionKey) -> Option<Arc<Partition>> {
+        let map = self
+            .inner
+            .partitions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        map.get(key).cloned()
+    }
+
     fn partition(&self, key: PartitionKey, make: impl FnOnce() -> Partition) -> Arc<Partition> {
         let mut map = self
             .inner
@@ -1185,9 +1194,15 @@ impl<C: GeneratedClient> ClientBuilder<C> {
             .iter()
             .copied()
             .find(|e| e.policy.partition.is_none());
-        let default_partition = engine.partition((origin.clone(), String::new(), None), || {
-            make("", first_default)
-        });
+        let default_key = (origin.clone(), String::new(), None);
+        let default_partition = match first_default {
+            Some(spec) => engine.partition(default_key, || make("", Some(spec))),
+            // No endpoint of this API uses the host's default partition: it must not
+            // fix that partition's settings for the APIs that do.
+            None => engine
+                .existing(&default_key)
+                .unwrap_or_else(|| Arc::new(make("", None))),
+        };
         // A method's own partition is named `Trait::method`: the API's alone, even
         // beside another API whose trait has the same name. An explicit name is
         // shared on purpose.

@@ -235,3 +235,40 @@ async fn methods_own_partitions_of_two_same_named_apis_on_one_engine_stay_apart(
     assert_eq!(t.attempts(), 2);
     tests::assert_nothing_leaked(&t);
 }
+
+/// Every endpoint in a partition of its own: nothing uses the default partition.
+#[resilient_api(timeout(attempt = "1s"), retry(max = 0))]
+pub trait Reports {
+    #[get("/reports")]
+    #[partition("reports")]
+    async fn reports(&self) -> Result<String, ApiError>;
+}
+
+/// Regression: a client none of whose endpoints uses the default partition still
+/// made the host's default partition on a shared engine, with the builder's default
+/// breaker (5 failures), and the next API built on that engine for the same host got
+/// that one instead of its own: `Shop`'s `breaker(failures = 1)` was silently
+/// dropped, so a failure of `items` did not open it.
+#[tokio::test(start_paused = true)]
+async fn an_api_that_never_uses_the_default_partition_does_not_fix_its_settings() {
+    let t = ScriptedTransport::new([Step::status(503)]);
+    let engine = Engine::new();
+    let reports: ReportsClient = tests::scripted_builder(&t)
+        .engine(engine.clone())
+        .build()
+        .unwrap();
+    let shop: ShopClient = tests::scripted_builder(&t).engine(engine).build().unwrap();
+    assert_eq!(shop.items().await.unwrap_err().status(), Some(503));
+    assert_eq!(
+        shop.circuit_state().phase,
+        Phase::Open,
+        "Shop's own `breaker(failures = 1)` applies to its default partition"
+    );
+    assert_eq!(
+        shop.items().await.expect_err("refused").kind(),
+        ErrorKind::CircuitOpen
+    );
+    assert_eq!(t.attempts(), 1);
+    tests::assert_nothing_leaked(&t);
+    drop(reports);
+}
