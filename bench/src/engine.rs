@@ -105,18 +105,34 @@ pub async fn call(client: &EverythingClient) -> Result<(), BoxError> {
     Ok(())
 }
 
-/// `n` calls one after another on a current-thread runtime (for instruction counts).
-pub fn sequential_calls(n: usize) -> Result<(), BoxError> {
+/// `n` calls one after another on a current-thread runtime (for instruction counts),
+/// by the client with every policy on or, with `hedged`, by the one with hedging and
+/// coalescing on too.
+pub fn sequential_calls(n: usize, hedged: bool) -> Result<(), BoxError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let client = everything()?;
+        let task = if hedged {
+            Task::AllCalls(everything_hedged()?)
+        } else {
+            Task::Calls(everything()?)
+        };
         for _ in 0..n {
-            call(&client).await?;
+            task.once().await?;
         }
         Ok(())
     })
+}
+
+/// The client of [`everything`], with its endpoint hedged and coalesced too.
+fn everything_hedged() -> Result<EverythingHedgedClient, BoxError> {
+    Ok(EverythingHedgedClient::builder()
+        .base_url("http://engine.test")
+        .transport(Immediate {
+            status: StatusCode::OK,
+        })
+        .build()?)
 }
 
 /// What the tasks of a throughput round do.
@@ -280,14 +296,7 @@ pub fn run(scale: Scale) -> Result<Vec<Row>, BoxError> {
     let tasks = 4;
     let calls = scale.pick(400_000, 400);
     let rounds = scale.pick(9, 1);
-    let all = Work::AllCalls(
-        EverythingHedgedClient::builder()
-            .base_url("http://engine.test")
-            .transport(Immediate {
-                status: StatusCode::OK,
-            })
-            .build()?,
-    );
+    let all = Work::AllCalls(everything_hedged()?);
     let (engine, control, own) = (Work::Calls(client), Work::Control, Work::OwnClients);
     for work in [&engine, &control, &own, &all] {
         per_sec(&one, work, tasks, calls / 4)?;

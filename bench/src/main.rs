@@ -124,8 +124,9 @@ enum Mode {
     Help,
     /// `n` sequential engine calls and nothing else: run it under
     /// `valgrind --tool=callgrind` for 1000 and 2000 calls and subtract to get the
-    /// instructions one call costs (repeatable, unlike time on a noisy machine).
-    EngineCalls(usize),
+    /// instructions one call costs (repeatable, unlike time on a noisy machine);
+    /// `true`: by the client with hedging and coalescing on too.
+    EngineCalls(usize, bool),
     /// `n` calls over loopback by one contender, after a warm-up, made one after
     /// another or by a closed loop of tasks: under callgrind (which follows only this
     /// process, not the server) the difference of two counts gives the client's
@@ -174,7 +175,15 @@ fn parse_args() -> Result<Mode, String> {
             "--engine-calls" => {
                 let n = args.next().ok_or("`--engine-calls` needs a count")?;
                 let n = n.parse().map_err(|_| format!("`{n}` is not a count"))?;
-                return Ok(Mode::EngineCalls(n));
+                // Optional: `hedged`, the client with hedging and coalescing on too.
+                let hedged = match args.next().as_deref() {
+                    None => false,
+                    Some("hedged") => true,
+                    Some(other) => {
+                        return Err(format!("`{other}`: expected `hedged` or nothing"));
+                    }
+                };
+                return Ok(Mode::EngineCalls(n, hedged));
             }
             "--only" => {
                 let name = args.next().ok_or("`--only` needs a section name")?;
@@ -210,12 +219,12 @@ fn main() -> ExitCode {
         Mode::Server(port_file) => server::run(&port_file),
         Mode::Help => {
             println!(
-                "usage: bench [--smoke] [--only <{}>]\n       bench --server <port-file>\n       bench --engine-calls <n>\n       bench --loopback-calls <a|b|c|d> <n> [<tasks>]",
+                "usage: bench [--smoke] [--only <{}>]\n       bench --server <port-file>\n       bench --engine-calls <n> [hedged]\n       bench --loopback-calls <a|b|c|d> <n> [<tasks>]",
                 SECTIONS.join("|")
             );
             Ok(())
         }
-        Mode::EngineCalls(n) => engine::sequential_calls(n),
+        Mode::EngineCalls(n, hedged) => engine::sequential_calls(n, hedged),
         Mode::LoopbackCalls(who, n, tasks) => loopback::counted_calls(who, n, tasks),
         Mode::Bench { scale, only } => run(scale, only.as_deref()),
     };
