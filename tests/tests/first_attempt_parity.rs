@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use resilient_api::circuit_breaker::state::CircuitState;
 use resilient_api::retry::budget::BudgetConfig;
 use resilient_api::testing::{ScriptedTransport, Step};
 use resilient_api::{ApiError, CallOptions, CancellationToken, resilient_api};
@@ -149,6 +150,21 @@ where
     out
 }
 
+/// The breaker's state after the calls, and when each attempt was dispatched.
+fn at_the_end(st: &CircuitState, t0: tokio::time::Instant, t: &ScriptedTransport) -> String {
+    format!(
+        "breaker {:?}, {} consecutive, {}/{} in window, open until {:?}, generation {}; \
+         dispatched at {:?}",
+        st.phase,
+        st.consecutive_failures,
+        st.failures_in_window,
+        st.calls_in_window,
+        st.open_until.map(|u| u.duration_since(t0)),
+        st.generation,
+        t.dispatch_times()
+    )
+}
+
 /// Script `which`'s two runs, plain and with a token, side by side if they differ.
 fn difference(which: usize, runs: &[String]) -> Option<String> {
     (runs[0] != runs[1]).then(|| {
@@ -186,18 +202,7 @@ macro_rules! parity {
                     }
                     let api = api.with_options(options);
                     let mut seen = calls(&t, clock, 5, || api.r()).await;
-                    let st = api.circuit_state();
-                    seen.push_str(&format!(
-                        "breaker {:?}, {} consecutive, {}/{} in window, open until {:?}, \
-                             generation {}; dispatched at {:?}",
-                        st.phase,
-                        st.consecutive_failures,
-                        st.failures_in_window,
-                        st.calls_in_window,
-                        st.open_until.map(|u| u.duration_since(t0)),
-                        st.generation,
-                        t.dispatch_times()
-                    ));
+                    seen.push_str(&at_the_end(&api.circuit_state(), t0, &t));
                     runs.push(seen);
                 }
                 differ.extend(difference(which, &runs));
@@ -287,15 +292,7 @@ async fn one_slot_two_callers() {
             });
             let mut seen = calls(&t, clock, 3, || api.r()).await;
             seen.push_str(&second.await.expect("the second caller"));
-            let st = api.circuit_state();
-            seen.push_str(&format!(
-                "breaker {:?}, {} consecutive, open until {:?}, generation {}; dispatched at {:?}",
-                st.phase,
-                st.consecutive_failures,
-                st.open_until.map(|u| u.duration_since(t0)),
-                st.generation,
-                t.dispatch_times()
-            ));
+            seen.push_str(&at_the_end(&api.circuit_state(), t0, &t));
             runs.push(seen);
         }
         differ.extend(difference(which, &runs));
