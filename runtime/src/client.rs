@@ -50,7 +50,7 @@ use crate::circuit_breaker::CircuitBreaker;
 use crate::circuit_breaker::state::{BreakerConfig, CircuitState};
 use crate::error::{ApiError, BoxError};
 use crate::jitter::Jitter;
-use crate::rate_limit::RateLimiter;
+use crate::rate_limit::{RateLimitConfig, RateLimiter};
 use crate::request::{ApiSpec, EndpointSpec, RequestBuilder};
 use crate::response::decode::Decoder;
 use crate::retry::budget::{BudgetConfig, RetryBudget};
@@ -241,6 +241,38 @@ pub(crate) struct Partition {
     pub(crate) bulkhead: Bulkhead,
     pub(crate) rate_limit: Option<RateLimiter>,
     pub(crate) budget: Option<RetryBudget>,
+    /// What it was built with: a client built later on the same engine that asks
+    /// for the same partition with other settings gets these, with a warning.
+    settings: PartitionSettings,
+}
+
+/// The settings a partition's policies are built from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct PartitionSettings {
+    breaker: BreakerConfig,
+    bulkhead: BulkheadConfig,
+    rate_limit: Option<RateLimitConfig>,
+    budget: Option<BudgetConfig>,
+}
+
+impl PartitionSettings {
+    /// Which of them differ from `other`'s, for an error.
+    fn differences(&self, other: &PartitionSettings) -> Vec<&'static str> {
+        let mut names = Vec::new();
+        if self.breaker != other.breaker {
+            names.push("breaker");
+        }
+        if self.bulkhead != other.bulkhead {
+            names.push("bulkhead");
+        }
+        if self.rate_limit != other.rate_limit {
+            names.push("rate limit");
+        }
+        if self.budget != other.budget {
+            names.push("retry budget");
+        }
+        names
+    }
 }
 
 /// State shared by clients: partitions per upstream host and partition name, and an
@@ -367,12 +399,34 @@ impl Engine {
         map.get(key).cloned()
     }
 
-    fn partition(&self, key: PartitionKey, make: impl FnOnce() -> Partition) -> Arc<Partition> {
+    /// The partition `key`, made by `make` if the engine has none yet. One made
+    /// before keeps the settings it was made with (the first client built wins);
+    /// if `settings` differ, that is said with a warning, naming what differs.
+    fn partition(
+        &self,
+        key: PartitionKey,
+        settings: PartitionSettings,
+        make: impl FnOnce() -> Partition,
+    ) -> Arc<Partition> {
         let mut map = self
             .inner
             .partitions
             .lock()
             .unwrap_or_else(|p| p.into_inner());
+        if let Some(made) = map.get(&key) {
+            let differ = made.settings.differences(&settings);
+            if !differ.is_empty() {
+                let (origin, name, _) = &key;
+                tracing::warn!(
+                    origin = %origin,
+                    partition = %name,
+                    differ = %differ.join(", "),
+                    "a client asked for a partition already on this engine with other \
+                     settings: it shares the one built first, whose settings hold"
+                );
+            }
+            return made.clone();
+        }
         map.entry(key).or_insert_with(|| Arc::new(make())).clone()
     }
 }
@@ -880,6 +934,14 @@ impl<C: GeneratedClient> ClientBuilder<C> {
 
     /// Share per-host policy state and global limits with other clients.
     ///
+    /// Clients on one engine share a host's default partition and every partition
+    /// named with `#[partition("...")]`; a method's own partition (`Trait::method`)
+    /// stays its API's. A shared partition keeps the settings of the first client
+    /// built with it: a later client that asks for it with another breaker,
+    /// bulkhead, rate limit or retry budget shares it all the same, and a `tracing`
+    /// warning at `build()` names what differs. Give an API a partition of its own to
+    /// keep its own settings.
+    ///
     /// ```
     /// # use resilient_api::testing::{ScriptedTransport, Step};
     /// # use resilient_api::{resilient_api, ApiError};
@@ -1170,11 +1232,16 @@ impl<C: GeneratedClient> ClientBuilder<C> {
         let engine = self.engine.unwrap_or_default();
         let origin = base.origin().ascii_serialization();
         let now = Instant::now();
-        let make = |name: &str, spec: Option<&EndpointSpec>| {
+        let settings = |spec: Option<&EndpointSpec>| {
             let policy = spec.map(|s| s.policy);
-            let breaker = policy.and_then(|p| p.breaker).unwrap_or(self.breaker);
-            let bulkhead = policy.and_then(|p| p.bulkhead).unwrap_or(self.bulkhead);
-            let rate_limit = policy.and_then(|p| p.rate_limit);
+            PartitionSettings {
+                breaker: policy.and_then(|p| p.breaker).unwrap_or(self.breaker),
+                bulkhead: policy.and_then(|p| p.bulkhead).unwrap_or(self.bulkhead),
+                rate_limit: policy.and_then(|p| p.rate_limit),
+                budget: self.budget,
+            }
+        };
+        let make = |name: &str, settings: PartitionSettings| {
             let label = if name.is_empty() {
                 origin.clone()
             } else {
@@ -1182,10 +1249,16 @@ impl<C: GeneratedClient> ClientBuilder<C> {
             };
             Partition {
                 name: name.to_owned(),
-                breaker: CircuitBreaker::new(breaker, label, name.to_owned(), origin.clone()),
-                bulkhead: Bulkhead::new(bulkhead),
-                rate_limit: rate_limit.map(|r| RateLimiter::new(r, now)),
-                budget: self.budget.map(|b| RetryBudget::new(b, now)),
+                breaker: CircuitBreaker::new(
+                    settings.breaker,
+                    label,
+                    name.to_owned(),
+                    origin.clone(),
+                ),
+                bulkhead: Bulkhead::new(settings.bulkhead),
+                rate_limit: settings.rate_limit.map(|r| RateLimiter::new(r, now)),
+                budget: settings.budget.map(|b| RetryBudget::new(b, now)),
+                settings,
             }
         };
         // The default partition takes its settings from the first endpoint that uses it.
@@ -1196,12 +1269,15 @@ impl<C: GeneratedClient> ClientBuilder<C> {
             .find(|e| e.policy.partition.is_none());
         let default_key = (origin.clone(), String::new(), None);
         let default_partition = match first_default {
-            Some(spec) => engine.partition(default_key, || make("", Some(spec))),
+            Some(spec) => {
+                let settings = settings(Some(spec));
+                engine.partition(default_key, settings, || make("", settings))
+            }
             // No endpoint of this API uses the host's default partition: it must not
             // fix that partition's settings for the APIs that do.
             None => engine
                 .existing(&default_key)
-                .unwrap_or_else(|| Arc::new(make("", None))),
+                .unwrap_or_else(|| Arc::new(make("", settings(None)))),
         };
         // A method's own partition is named `Trait::method`: the API's alone, even
         // beside another API whose trait has the same name. An explicit name is
@@ -1218,14 +1294,18 @@ impl<C: GeneratedClient> ClientBuilder<C> {
             .map(|&spec| {
                 let partition = match spec.policy.partition {
                     None => default_partition.clone(),
-                    Some(name) => engine.partition(
-                        (
-                            origin.clone(),
-                            name.to_owned(),
-                            owned(name).then_some(owner),
-                        ),
-                        || make(name, Some(spec)),
-                    ),
+                    Some(name) => {
+                        let settings = settings(Some(spec));
+                        engine.partition(
+                            (
+                                origin.clone(),
+                                name.to_owned(),
+                                owned(name).then_some(owner),
+                            ),
+                            settings,
+                            || make(name, settings),
+                        )
+                    }
                 };
                 let fixed_url = spec
                     .path

@@ -5,13 +5,11 @@
 //! output of failing calls.
 
 use std::error::Error as _;
-use std::io;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use resilient_api::testing::{ScriptedTransport, Step};
 use resilient_api::{ApiError, ErrorKind, resilient_api};
-use tracing_subscriber::fmt::MakeWriter;
+use tests::LogBuffer;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
@@ -36,38 +34,6 @@ trait Canary {
         #[header("X-Api-Key", secret)] key: &str,
         #[query("api_key", secret)] api_key: &str,
     ) -> Result<String, ApiError>;
-}
-
-/// An in-memory sink for the tracing output.
-#[derive(Clone, Default)]
-struct Buffer(Arc<Mutex<Vec<u8>>>);
-
-impl Buffer {
-    fn contents(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().expect("not poisoned")).into_owned()
-    }
-}
-
-impl io::Write for Buffer {
-    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        self.0
-            .lock()
-            .expect("not poisoned")
-            .extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> MakeWriter<'a> for Buffer {
-    type Writer = Buffer;
-
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
 }
 
 fn builder(base: &str) -> resilient_api::ClientBuilder<CanaryClient> {
@@ -138,7 +104,7 @@ fn assert_canary_reached(r: &Request, what: &str) {
 #[tokio::test]
 async fn canary_secret_appears_in_no_output() {
     // Tracing first, so that every call below is captured.
-    let logs = Buffer::default();
+    let logs = LogBuffer::default();
     let subscriber = tracing_subscriber::fmt()
         .with_writer(logs.clone())
         .with_max_level(tracing::Level::TRACE)
