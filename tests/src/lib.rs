@@ -37,9 +37,12 @@ impl Clock {
 }
 
 /// A wall clock fixed on a whole second, so that a `Retry-After` HTTP date one
-/// second ahead is exactly 1000 ms away.
+/// second ahead is exactly 1000 ms away. It is in the past (2001-09-09T01:46:40Z),
+/// so a date 1 s ahead of it is behind the real clock: a client that ignored the
+/// injected wall clock would retry at once, not after 1000 ms (a date after the real
+/// clock would be capped to the same 1000 ms and hide that).
 pub fn fixed_wall_clock() -> SystemTime {
-    UNIX_EPOCH + Duration::from_secs(1_800_000_000)
+    UNIX_EPOCH + Duration::from_secs(1_000_000_000)
 }
 
 /// The HTTP date `secs` seconds after [`fixed_wall_clock`].
