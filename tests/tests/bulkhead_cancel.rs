@@ -19,6 +19,16 @@ pub trait Bulk {
     async fn resource(&self) -> Result<String, ApiError>;
 }
 
+/// Awaits a call's task, failing (at 10 s on the paused clock) instead of hanging when
+/// it never settles: a slot lost on its way to a queued call leaves that call waiting
+/// with no timer of its own, and the paused clock would then wait forever.
+async fn settled<T>(call: JoinHandle<T>) -> T {
+    tokio::time::timeout(std::time::Duration::from_secs(10), call)
+        .await
+        .expect("the call never settled: a slot was lost")
+        .expect("the call task panicked")
+}
+
 /// Starts the call that holds the only slot from t=0 to t=100.
 async fn hold_the_slot(
     api: &BulkClient,
@@ -58,8 +68,11 @@ async fn s5_bulkhead_queued_cancel() {
     settle().await;
     assert!(second.is_finished(), "a cancelled waiter settles at once");
     let (res, at) = second.await.unwrap();
-    assert_eq!(res.unwrap_err().kind(), ErrorKind::Cancelled);
+    let e = res.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Cancelled);
+    assert_eq!(e.attempts(), 0, "the cancelled call was never dispatched");
     assert_eq!(at, 20);
+    assert_eq!(clock.now_ms(), 20, "settled in the same tick");
     assert_eq!(t.attempts(), 1);
 
     // Its place is free: a replacement arriving at t=20 is queued, not turned away.
@@ -72,10 +85,10 @@ async fn s5_bulkhead_queued_cancel() {
     );
     assert_eq!(t.attempts(), 1);
 
-    let (res, at) = first.await.unwrap();
+    let (res, at) = settled(first).await;
     assert_eq!(res.unwrap(), "first");
     assert_eq!(at, 100);
-    let (res, at) = replacement.await.unwrap();
+    let (res, at) = settled(replacement).await;
     assert_eq!(res.unwrap(), "replacement");
     assert_eq!(at, 100);
 
@@ -108,9 +121,9 @@ async fn bulkhead_full_queue_rejects_at_once_without_dispatch() {
     assert_eq!(clock.now_ms(), 10, "rejected without waiting");
     assert_eq!(t.attempts(), 1);
 
-    let (res, at) = first.await.unwrap();
+    let (res, at) = settled(first).await;
     assert_eq!((res.unwrap().as_str(), at), ("first", 100));
-    let (res, at) = second.await.unwrap();
+    let (res, at) = settled(second).await;
     assert_eq!((res.unwrap().as_str(), at), ("second", 100));
     assert_eq!(t.dispatch_times(), vec![ms(0), ms(100)]);
     assert_follow_up_succeeds(&t, || api.resource()).await;
@@ -154,9 +167,9 @@ async fn bulkhead_queued_waiter_leaves_at_exactly_its_deadline() {
     assert_eq!(err.kind(), ErrorKind::BulkheadFull);
     assert_eq!(clock.now_ms(), 30);
 
-    let (res, at) = first.await.unwrap();
+    let (res, at) = settled(first).await;
     assert_eq!((res.unwrap().as_str(), at), ("first", 100));
-    let (res, at) = replacement.await.unwrap();
+    let (res, at) = settled(replacement).await;
     assert_eq!((res.unwrap().as_str(), at), ("replacement", 100));
     assert_eq!(t.dispatch_times(), vec![ms(0), ms(100)]);
     assert_follow_up_succeeds(&t, || api.resource()).await;
@@ -187,9 +200,9 @@ async fn bulkhead_dropped_queued_call_frees_its_place() {
     let err = api.resource().await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::BulkheadFull, "the queue holds one");
 
-    let (res, at) = first.await.unwrap();
+    let (res, at) = settled(first).await;
     assert_eq!((res.unwrap().as_str(), at), ("first", 100));
-    let (res, at) = replacement.await.unwrap();
+    let (res, at) = settled(replacement).await;
     assert_eq!((res.unwrap().as_str(), at), ("replacement", 100));
     assert_eq!(t.dispatch_times(), vec![ms(0), ms(100)]);
     assert_follow_up_succeeds(&t, || api.resource()).await;
