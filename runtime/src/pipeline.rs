@@ -340,7 +340,10 @@ pub(crate) fn execute(
                     if let (Some(at), Some(sleep)) = (armed, timer.as_ref().as_pin_ref())
                         && sleep.is_elapsed()
                     {
-                        if deadline.is_some_and(|d| at >= d) {
+                        // The deadline, or a limit that fired in the deadline's own
+                        // timer tick, just before it: the deadline wins the tie, as with
+                        // a timer of its own.
+                        if deadline.is_some_and(|d| at >= d) || past(deadline) {
                             return Poll::Ready(Err(deadline_passed(total)));
                         }
                         // The running attempt's limit: the attempt sees it when polled below.
@@ -744,7 +747,9 @@ impl Call<'_> {
                 // The order of the loop's timer: the deadline before the work, the
                 // attempt's limit after it.
                 let fired = timer.as_ref().as_pin_ref().is_some_and(|s| s.is_elapsed());
-                if fired && at_deadline {
+                // A limit that fired in the deadline's own timer tick, just before it, is
+                // the deadline too: it wins the tie, as with a timer of its own.
+                if fired && (at_deadline || past(self.deadline)) {
                     return Poll::Ready(None);
                 }
                 {
@@ -1500,6 +1505,12 @@ where
             };
         }
     }
+}
+
+/// Whether `deadline` has passed: read only once a timer has fired, off the path of a
+/// call that ends in time.
+fn past(deadline: Option<Instant>) -> bool {
+    deadline.is_some_and(|d| Instant::now() >= d)
 }
 
 /// The span of one attempt, inside the call's.

@@ -379,3 +379,32 @@ async fn dropping_a_streamed_result_closes_its_body() {
     drop(body);
     assert_nothing_leaked(&t);
 }
+
+/// Regression: a call 0.4 ms off the timer's millisecond grid, whose attempt limit
+/// (100 ms) falls in the same timer tick as its deadline (100.5 ms), just before it.
+/// The call's one timer is armed at the limit and fires at that tick (101 ms after
+/// the call's start), when the
+/// deadline has passed too; the call ended with `AttemptTimeout`, past its deadline,
+/// where two timers would have let the deadline win the tie. It ends with `Deadline`
+/// now, as a plain call and in the retry loop alike.
+#[tokio::test(start_paused = true)]
+async fn an_attempt_limit_in_the_deadlines_tick_ends_the_call_as_the_deadline() {
+    for token in [false, true] {
+        let t = ScriptedTransport::new([Step::hang()]);
+        let api: BoundedClient = scripted(&t);
+        tokio::time::advance(Duration::from_micros(400)).await;
+        let start = tokio::time::Instant::now();
+        let mut options = CallOptions::new().deadline(Duration::from_micros(100_500));
+        if token {
+            options = options.cancel_on(CancellationToken::new());
+        }
+        let e = api.with_options(options).resource().await.unwrap_err();
+        assert_eq!(
+            (e.kind(), e.timeout(), e.attempts()),
+            (ErrorKind::Deadline, Some(TimeoutKind::Total), 1),
+            "with a token: {token}"
+        );
+        assert_eq!(start.elapsed(), ms(101), "with a token: {token}");
+        assert_nothing_leaked(&t);
+    }
+}
