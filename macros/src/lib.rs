@@ -127,7 +127,8 @@ use proc_macro::TokenStream;
 /// a method retryable cannot be an `Option`; a `#[body(stream)]` method cannot retry
 /// (give it `#[retry(max = 0)]` when the trait retries), hedge or coalesce; the client
 /// cannot be named like the trait, nor an endpoint like the client's own methods
-/// (`builder`, `with_options`, `circuit_state`, `partition_circuit_state`); a
+/// (`builder`, `with_options`, `circuit_state`, `partition_circuit_state`) or of the
+/// traits it derives (`clone`, `clone_from`, `fmt`); a
 /// supertrait other than `Send`, `Sync`, `Unpin`, `Clone` or `Debug`; a policy attribute on a method with a body and
 /// no verb (the attribute makes it an endpoint); unknown or repeated keys, literals of
 /// the wrong kind, methods that are not `async`, take `self` by value or are generic,

@@ -361,6 +361,13 @@ pub fn header_name(name: &str) -> Result<(), String> {
     }
 }
 
+/// The methods of the traits the generated client derives, and which trait each is of.
+const DERIVED_METHODS: [(&str, &str); 3] = [
+    ("clone", "Clone"),
+    ("clone_from", "Clone"),
+    ("fmt", "Debug"),
+];
+
 fn check_endpoint(cx: &Ctxt, api: &Api, e: &Endpoint) {
     let name = &e.ident;
     let sig = &e.sig;
@@ -371,6 +378,22 @@ fn check_endpoint(cx: &Ctxt, api: &Api, e: &Endpoint) {
             name,
             format!(
                 "an endpoint cannot be named `{name}`: `{}::{name}` is a method of the generated client itself and would shadow it; choose another name (the path does not depend on it)",
+                api.client
+            ),
+        );
+    }
+
+    // The client derives `Clone` and `Debug`: with an endpoint of one of their method
+    // names, `client.clone()` is ambiguous wherever the trait is in scope.
+    if let Some(which) = DERIVED_METHODS
+        .iter()
+        .find(|(m, _)| name.unraw() == m)
+        .map(|(_, which)| which)
+    {
+        cx.error_spanned_by(
+            name,
+            format!(
+                "an endpoint cannot be named `{name}`: `{}` implements `{which}`, so `client.{name}(..)` would be ambiguous wherever the trait is in scope; choose another name (the path does not depend on it)",
                 api.client
             ),
         );
