@@ -54,6 +54,14 @@ use crate::transport::ResponseBody;
 
 /// A decoded value with the response's status and headers.
 ///
+/// A call gives a `Response<T>` for a success (2xx) and for a 3xx that is not
+/// followed (a 304, say, or any 3xx when redirects are off). An error
+/// status (4xx, 5xx) is never decoded as `T`: the call fails with
+/// [`ErrorKind::Status`], whose [`ApiError::status`], [`ApiError::headers`] and
+/// [`ApiError::body`] hold what the server sent. A 204 or 304 has no body, so declare
+/// `Response<()>` where a server may answer with one: a JSON `T` fails to decode an
+/// empty body ([`ErrorKind::Decode`]).
+///
 /// ```
 /// use resilient_api::Response;
 /// # use resilient_api::testing::{ScriptedTransport, Step};
@@ -72,6 +80,31 @@ use crate::transport::ResponseBody;
 /// assert_eq!(page.status(), 200);
 /// assert_eq!(page.headers().get("x-total-count").and_then(|v| v.to_str().ok()), Some("42"));
 /// assert_eq!(page.into_value(), ["a", "b"]);
+/// # Ok(()) }
+/// ```
+///
+/// A conditional request, where the server may answer 304 or an error:
+///
+/// ```
+/// use resilient_api::{ErrorKind, Response};
+/// # use resilient_api::testing::{ScriptedTransport, Step};
+/// # use resilient_api::{resilient_api, ApiError};
+/// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "1s"))]
+/// # pub trait Tags {
+/// #     #[get("/tags")]
+/// #     async fn tags_since(&self, #[header("If-None-Match")] etag: &str) -> Result<Response<()>, ApiError>;
+/// #     #[get("/tags")]
+/// #     async fn tags(&self) -> Result<Response<Vec<String>>, ApiError>;
+/// # }
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), ApiError> {
+/// let t = ScriptedTransport::new([Step::status(304), Step::status(404), Step::status(204)]);
+/// let api = TagsClient::builder().transport(t).build()?;
+/// assert_eq!(api.tags_since("\"v1\"").await?.status(), 304); // not modified: keep the copy
+/// let missing = api.tags_since("\"v1\"").await.unwrap_err(); // an error status is an error
+/// assert_eq!((missing.kind(), missing.status()), (ErrorKind::Status, Some(404)));
+/// let empty = api.tags().await.unwrap_err(); // a 204 has no JSON to decode
+/// assert_eq!(empty.kind(), ErrorKind::Decode);
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
@@ -528,6 +561,25 @@ impl fmt::Debug for ResponseStream {
 }
 
 /// A response as the pipeline hands it to a decoder.
+///
+/// Only a success or an unfollowed 3xx gets here: an error status has already ended
+/// the call with [`ErrorKind::Status`].
+///
+/// ```
+/// use resilient_api::response::{RawBody, RawResponse};
+/// use resilient_api::response::decode::{Decoder, Text};
+/// use resilient_api::Bytes;
+///
+/// let raw = RawResponse {
+///     status: http::StatusCode::OK,
+///     headers: http::HeaderMap::new(),
+///     body: RawBody::Buffered(Bytes::from("pong")),
+///     endpoint: "ping",
+///     attempts: 1,
+/// };
+/// assert_eq!(Text::decode(raw)?, "pong");
+/// # Ok::<(), resilient_api::ApiError>(())
+/// ```
 pub struct RawResponse {
     /// The status.
     pub status: StatusCode,
@@ -555,6 +607,17 @@ impl fmt::Debug for RawResponse {
 }
 
 /// A body, read whole or still streaming.
+///
+/// It is [`Streaming`](RawBody::Streaming) only for a decoder whose
+/// [`STREAMING`](decode::Decoder::STREAMING) is `true`.
+///
+/// ```
+/// use resilient_api::response::RawBody;
+/// use resilient_api::Bytes;
+///
+/// let body = RawBody::Buffered(Bytes::from_static(b"{}"));
+/// assert!(matches!(body, RawBody::Buffered(ref b) if b.len() == 2));
+/// ```
 #[derive(Debug)]
 pub enum RawBody {
     /// Read whole (bounded by the size limit).
@@ -573,12 +636,51 @@ pub mod decode {
     use std::marker::PhantomData;
 
     /// Turns a response into a value.
+    ///
+    /// The macro picks the decoder from the method's result type; a failure is an
+    /// [`ErrorKind::Decode`] (or [`ErrorKind::UnexpectedContentType`]) error, never
+    /// retried, that names the status, content type and length, never the body.
+    ///
+    /// ```
+    /// use resilient_api::response::decode::{Decoder, Json};
+    /// use resilient_api::response::{RawBody, RawResponse};
+    /// use resilient_api::{Bytes, ErrorKind};
+    ///
+    /// let raw = |body: &'static str| RawResponse {
+    ///     status: http::StatusCode::OK,
+    ///     headers: http::HeaderMap::new(),
+    ///     body: RawBody::Buffered(Bytes::from(body)),
+    ///     endpoint: "ids",
+    ///     attempts: 1,
+    /// };
+    /// assert_eq!(Json::<Vec<u32>>::decode(raw("[1,2]"))?, [1, 2]);
+    /// let cut = Json::<Vec<u32>>::decode(raw("[1,")).unwrap_err();
+    /// assert_eq!(cut.kind(), ErrorKind::Decode);
+    /// # Ok::<(), resilient_api::ApiError>(())
+    /// ```
     pub trait Decoder {
         /// The value.
         type Output: Send + 'static;
-        /// Whether the body is handed over unread.
+        /// Whether the body is handed over unread (default `false`: it is read whole,
+        /// within the size limit, before [`decode`](Decoder::decode)).
         const STREAMING: bool = false;
-        /// Decode.
+        /// Decode `raw` into the method's result.
+        ///
+        /// ```
+        /// use resilient_api::response::decode::{Decoder, Unit};
+        /// use resilient_api::response::{RawBody, RawResponse};
+        /// use resilient_api::Bytes;
+        ///
+        /// let raw = RawResponse {
+        ///     status: http::StatusCode::NO_CONTENT,
+        ///     headers: http::HeaderMap::new(),
+        ///     body: RawBody::Buffered(Bytes::new()),
+        ///     endpoint: "delete_user",
+        ///     attempts: 1,
+        /// };
+        /// assert_eq!(Unit::decode(raw)?, ());
+        /// # Ok::<(), resilient_api::ApiError>(())
+        /// ```
         fn decode(raw: RawResponse) -> Result<Self::Output, ApiError>;
     }
 
@@ -628,7 +730,30 @@ pub mod decode {
             || is("application/octet-stream")
     }
 
-    /// JSON into `T`.
+    /// JSON into `T`, for any `DeserializeOwned` result type.
+    ///
+    /// The content type must be JSON-like (see the [module docs](super)); anything
+    /// else, such as an HTML error page, is [`ErrorKind::UnexpectedContentType`]. An
+    /// empty body (a 204's or a 304's) is not JSON: [`ErrorKind::Decode`].
+    ///
+    /// ```
+    /// use resilient_api::response::decode::{Decoder, Json};
+    /// use resilient_api::response::{RawBody, RawResponse};
+    /// use resilient_api::{Bytes, ErrorKind};
+    ///
+    /// let mut headers = http::HeaderMap::new();
+    /// headers.insert("content-type", http::HeaderValue::from_static("text/html"));
+    /// let raw = RawResponse {
+    ///     status: http::StatusCode::OK,
+    ///     headers: headers,
+    ///     body: RawBody::Buffered(Bytes::from_static(b"<html>")),
+    ///     endpoint: "e",
+    ///     attempts: 1,
+    /// };
+    /// let html = Json::<u32>::decode(raw).unwrap_err();
+    /// assert_eq!(html.kind(), ErrorKind::UnexpectedContentType);
+    /// # Ok::<(), resilient_api::ApiError>(())
+    /// ```
     pub struct Json<T>(PhantomData<fn() -> T>);
 
     impl<T: DeserializeOwned + Send + 'static> Decoder for Json<T> {
@@ -662,7 +787,25 @@ pub mod decode {
         }
     }
 
-    /// UTF-8 text.
+    /// UTF-8 text, for a `String` result, whatever the content type. Invalid UTF-8 is
+    /// [`ErrorKind::Decode`].
+    ///
+    /// ```
+    /// use resilient_api::response::decode::{Decoder, Text};
+    /// use resilient_api::response::{RawBody, RawResponse};
+    /// use resilient_api::{Bytes, ErrorKind};
+    ///
+    /// let raw = RawResponse {
+    ///     status: http::StatusCode::OK,
+    ///     headers: http::HeaderMap::new(),
+    ///     body: RawBody::Buffered(Bytes::from_static(b"caf\xc3")),
+    ///     endpoint: "e",
+    ///     attempts: 1,
+    /// };
+    /// let cut = Text::decode(raw).unwrap_err(); // a character cut in half
+    /// assert_eq!(cut.kind(), ErrorKind::Decode);
+    /// # Ok::<(), resilient_api::ApiError>(())
+    /// ```
     pub struct Text;
 
     impl Decoder for Text {
@@ -679,7 +822,24 @@ pub mod decode {
         }
     }
 
-    /// The body's bytes.
+    /// The body's bytes, for a [`Bytes`] result. Never fails.
+    ///
+    /// ```
+    /// use resilient_api::response::decode::{Decoder, RawBytes};
+    /// use resilient_api::response::{RawBody, RawResponse};
+    /// use resilient_api::{Bytes, ErrorKind};
+    ///
+    /// let raw = RawResponse {
+    ///     status: http::StatusCode::OK,
+    ///     headers: http::HeaderMap::new(),
+    ///     body: RawBody::Buffered(Bytes::from_static(b"\x89PNG")),
+    ///     endpoint: "e",
+    ///     attempts: 1,
+    /// };
+    /// assert_eq!(RawBytes::decode(raw)?, &b"\x89PNG"[..]);
+    /// # let _ = ErrorKind::Decode;
+    /// # Ok::<(), resilient_api::ApiError>(())
+    /// ```
     pub struct RawBytes;
 
     impl Decoder for RawBytes {
@@ -692,7 +852,25 @@ pub mod decode {
         }
     }
 
-    /// Nothing: the body is ignored.
+    /// Nothing, for a `()` result: the body is ignored (and still read, within the size
+    /// limit, so the connection can be reused). Never fails.
+    ///
+    /// ```
+    /// use resilient_api::response::decode::{Decoder, Unit};
+    /// use resilient_api::response::{RawBody, RawResponse};
+    /// use resilient_api::{Bytes, ErrorKind};
+    ///
+    /// let raw = RawResponse {
+    ///     status: http::StatusCode::OK,
+    ///     headers: http::HeaderMap::new(),
+    ///     body: RawBody::Buffered(Bytes::from_static(b"{\"ignored\": true}")),
+    ///     endpoint: "e",
+    ///     attempts: 1,
+    /// };
+    /// assert_eq!(Unit::decode(raw)?, ());
+    /// # let _ = ErrorKind::Decode;
+    /// # Ok::<(), resilient_api::ApiError>(())
+    /// ```
     pub struct Unit;
 
     impl Decoder for Unit {
@@ -702,7 +880,28 @@ pub mod decode {
         }
     }
 
-    /// The body unread, as a [`ResponseStream`].
+    /// The body unread, as a [`ResponseStream`], for a `ResponseStream` result.
+    ///
+    /// Given a body already read, it streams that body back.
+    ///
+    /// ```
+    /// use resilient_api::response::decode::{Decoder, Streamed};
+    /// use resilient_api::response::{RawBody, RawResponse};
+    /// use resilient_api::Bytes;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), resilient_api::ApiError> {
+    /// assert!(Streamed::STREAMING);
+    /// let raw = RawResponse {
+    ///     status: http::StatusCode::OK,
+    ///     headers: http::HeaderMap::new(),
+    ///     body: RawBody::Buffered(Bytes::from_static(b"a,b\n")),
+    ///     endpoint: "export",
+    ///     attempts: 1,
+    /// };
+    /// assert_eq!(Streamed::decode(raw)?.bytes().await?, "a,b\n");
+    /// # Ok(()) }
+    /// ```
     pub struct Streamed;
 
     impl Decoder for Streamed {
@@ -728,7 +927,25 @@ pub mod decode {
         }
     }
 
-    /// `D`'s value with the status and headers.
+    /// `D`'s value with the status and headers, for a [`Response<T>`] result (including
+    /// `Response<ResponseStream>`). It fails where `D` fails.
+    ///
+    /// ```
+    /// use resilient_api::response::decode::{Decoder, Unit, Wrapped};
+    /// use resilient_api::response::{RawBody, RawResponse};
+    /// use resilient_api::Bytes;
+    ///
+    /// let raw = RawResponse {
+    ///     status: http::StatusCode::NOT_MODIFIED,
+    ///     headers: http::HeaderMap::new(),
+    ///     body: RawBody::Buffered(Bytes::new()),
+    ///     endpoint: "tags",
+    ///     attempts: 1,
+    /// };
+    /// let response = Wrapped::<Unit>::decode(raw)?;
+    /// assert_eq!(response.status(), 304);
+    /// # Ok::<(), resilient_api::ApiError>(())
+    /// ```
     pub struct Wrapped<D>(PhantomData<fn() -> D>);
 
     impl<D: Decoder> Decoder for Wrapped<D> {
