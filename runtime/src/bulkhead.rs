@@ -42,6 +42,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::Semaphore;
 
 /// How many attempts may run at once, and how many callers may wait for a slot.
+///
+/// ```
+/// use resilient_api::bulkhead::BulkheadConfig;
+///
+/// // Eight downloads at once; a ninth caller fails fast instead of waiting.
+/// let config = BulkheadConfig { queue: 0, ..BulkheadConfig::new(8, 32) };
+/// assert_eq!((config.concurrency, config.queue), (8, 0));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BulkheadConfig {
     /// Attempts that may hold a permit at the same time. `0` is treated as `1`.
@@ -249,6 +257,19 @@ impl Bulkhead {
 
     /// Attempts holding a permit now (a permit granted to a waiter that has not yet
     /// run counts as in use).
+    ///
+    /// ```
+    /// use resilient_api::bulkhead::{Bulkhead, BulkheadConfig};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let bulkhead = Bulkhead::new(BulkheadConfig::new(2, 0));
+    /// let permit = bulkhead.acquire().await.expect("a slot is free");
+    /// assert_eq!(bulkhead.in_use(), 1);
+    /// drop(permit); // the slot goes back
+    /// assert_eq!(bulkhead.in_use(), 0);
+    /// # }
+    /// ```
     pub fn in_use(&self) -> u32 {
         let parked = u32::try_from(self.queue.available_permits()).unwrap_or(u32::MAX);
         self.config
@@ -258,11 +279,33 @@ impl Bulkhead {
     }
 
     /// Callers waiting in the queue now.
+    ///
+    /// ```
+    /// use resilient_api::bulkhead::{Bulkhead, BulkheadConfig};
+    /// use std::sync::Arc;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let bulkhead = Arc::new(Bulkhead::new(BulkheadConfig::new(1, 4)));
+    /// let _held = bulkhead.acquire().await.expect("a slot is free");
+    /// let shared = Arc::clone(&bulkhead);
+    /// tokio::spawn(async move { shared.acquire().await.map(drop) });
+    /// tokio::task::yield_now().await; // the task runs and joins the queue
+    /// assert_eq!(bulkhead.queued(), 1);
+    /// # }
+    /// ```
     pub fn queued(&self) -> u32 {
         waiting(self.state.load(Ordering::Acquire))
     }
 
     /// The effective configuration (concurrency clamped to at least 1).
+    ///
+    /// ```
+    /// use resilient_api::bulkhead::{Bulkhead, BulkheadConfig};
+    ///
+    /// let bulkhead = Bulkhead::new(BulkheadConfig::new(0, 0));
+    /// assert_eq!(bulkhead.config().concurrency, 1);
+    /// ```
     pub fn config(&self) -> BulkheadConfig {
         self.config
     }
