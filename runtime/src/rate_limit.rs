@@ -67,6 +67,14 @@ use tokio::sync::Notify;
 use tokio::time::{Instant, sleep_until, timeout_at};
 
 /// How fast tokens refill and how many may be taken at once.
+///
+/// ```
+/// use resilient_api::rate_limit::RateLimitConfig;
+///
+/// // 100 requests a minute, no more than 10 in a burst.
+/// let config = RateLimitConfig { per_second: 100.0 / 60.0, burst: 10 };
+/// assert_eq!(config, RateLimitConfig::new(100.0 / 60.0, 10));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RateLimitConfig {
     /// Tokens added per second. Zero, negative or NaN: never refills; infinite: no limit.
@@ -91,6 +99,17 @@ impl RateLimitConfig {
 /// Proof that a token was taken from a [`RateLimiter`].
 ///
 /// Dropping it keeps the token spent; [`RateLimiter::refund`] gives it back.
+///
+/// ```
+/// use resilient_api::rate_limit::{RateLimitConfig, RateLimiter};
+/// use tokio::time::Instant;
+///
+/// let now = Instant::now();
+/// let limiter = RateLimiter::new(RateLimitConfig::new(1.0, 2), now);
+/// let token = limiter.try_acquire(now).expect("the bucket starts full");
+/// drop(token); // spent all the same
+/// assert_eq!(limiter.available(now), 1.0);
+/// ```
 #[derive(Debug)]
 #[must_use = "a token is spent whether or not it is used; refund it if the attempt is not sent"]
 pub struct RateLimitToken {
@@ -98,6 +117,23 @@ pub struct RateLimitToken {
 }
 
 /// No token could be had before the deadline.
+///
+/// ```
+/// use resilient_api::rate_limit::{RateLimitConfig, RateLimiter};
+/// use std::time::Duration;
+/// use tokio::time::Instant;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let start = Instant::now();
+/// let limiter = RateLimiter::new(RateLimitConfig::new(1.0, 1), start);
+/// let _first = limiter.try_acquire(start);
+/// let deadline = start + Duration::from_millis(200);
+/// let limited = limiter.acquire(Some(deadline)).await.unwrap_err();
+/// assert_eq!(limited.retry_at, start + Duration::from_secs(1));
+/// assert_eq!(limited.to_string(), "rate limited");
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RateLimited {
     /// When the next token would have been free for this caller.
@@ -116,6 +152,21 @@ impl std::error::Error for RateLimited {}
 ///
 /// `Send + Sync`; share it with an `Arc`. The pure methods take `now`;
 /// [`RateLimiter::acquire`] reads the tokio clock.
+///
+/// ```
+/// use resilient_api::rate_limit::{RateLimitConfig, RateLimiter};
+/// use std::sync::Arc;
+/// use tokio::time::Instant;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let limiter = Arc::new(RateLimiter::new(RateLimitConfig::new(10.0, 1), Instant::now()));
+/// let start = Instant::now();
+/// let _a = limiter.acquire(None).await; // the bucket's one token
+/// let _b = limiter.acquire(None).await; // waits for the next, 100 ms later
+/// assert_eq!(start.elapsed().as_millis(), 100);
+/// # }
+/// ```
 // Aligned to its own cache lines (128 bytes: a line and the one the prefetcher pairs
 // with it), so that the words every call writes here (and in the partition's other
 // policies) are not next to words other threads only read. Measured in the engine's
@@ -357,6 +408,14 @@ impl RateLimiter {
     }
 
     /// The effective configuration (burst clamped to at least 1).
+    ///
+    /// ```
+    /// use resilient_api::rate_limit::{RateLimitConfig, RateLimiter};
+    /// use tokio::time::Instant;
+    ///
+    /// let limiter = RateLimiter::new(RateLimitConfig::new(2.0, 0), Instant::now());
+    /// assert_eq!(limiter.config(), RateLimitConfig::new(2.0, 1));
+    /// ```
     pub fn config(&self) -> RateLimitConfig {
         self.config
     }
