@@ -104,6 +104,18 @@ pub enum Backoff {
 
 impl Backoff {
     /// Exponential with full jitter: 200 ms base, factor 2, 30 s cap.
+    ///
+    /// ```
+    /// use resilient_api::retry::backoff::Backoff;
+    /// use resilient_api::Jitter;
+    /// use std::time::Duration;
+    ///
+    /// // Full jitter draws each wait from [0, min(30 s, 200 ms × 2^n)); here, half of it.
+    /// let waits: Vec<Duration> = Backoff::DEFAULT.iter(Jitter::fixed(0.5)).take(9).collect();
+    /// assert_eq!(waits[0], Duration::from_millis(100));
+    /// assert_eq!(waits[7], Duration::from_millis(12_800));
+    /// assert_eq!(waits[8], Duration::from_secs(15)); // half the 30 s cap
+    /// ```
     pub const DEFAULT: Backoff = Backoff::ExponentialJitter {
         base: Duration::from_millis(200),
         factor: 2,

@@ -68,6 +68,20 @@ const UNIT: i64 = 10_000;
 const MAX_RESERVE: i64 = i64::MAX / 4;
 
 /// The settings of a [`RetryBudget`].
+///
+/// ```
+/// use resilient_api::retry::budget::{BudgetConfig, RetryBudget};
+/// use tokio::time::Instant;
+///
+/// // No floor: only traffic earns retries, one for every two calls.
+/// let config = BudgetConfig { min_per_sec: 0, retry_ratio: 0.5, ..BudgetConfig::DEFAULT };
+/// let now = Instant::now();
+/// let budget = RetryBudget::new(config, now);
+/// assert!(!budget.withdraw(now));
+/// budget.deposit(now);
+/// budget.deposit(now);
+/// assert!(budget.withdraw(now));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BudgetConfig {
     /// How long a deposit (or a spent retry) counts. Default 10 s; less than 1 s is
@@ -113,6 +127,18 @@ impl Default for BudgetConfig {
 /// [module docs](self) for what it allows, exactly.
 ///
 /// Every method takes `&self` and the current time; none allocates.
+///
+/// ```
+/// use resilient_api::retry::budget::{BudgetConfig, RetryBudget};
+/// use std::sync::Arc;
+/// use tokio::time::Instant;
+///
+/// let now = Instant::now();
+/// let config = BudgetConfig { min_per_sec: 1, ..BudgetConfig::DEFAULT }; // a floor of 10
+/// let shared = Arc::new(RetryBudget::new(config, now));
+/// let granted = (0..20).filter(|_| shared.withdraw(now)).count();
+/// assert_eq!(granted, 10); // with no traffic, the floor is all there is
+/// ```
 // Aligned to its own cache lines (128 bytes: a line and the one the prefetcher pairs
 // with it), so that the words every call writes here (and in the partition's other
 // policies) are not next to words other threads only read. Measured in the engine's

@@ -34,7 +34,14 @@ pub mod retry_after;
 
 use backoff::Backoff;
 
-/// The statuses retried unless an endpoint says otherwise.
+/// The statuses retried unless an endpoint says otherwise: 408, 425, 429, 500, 502,
+/// 503 and 504 (not 501, which will not change).
+///
+/// ```
+/// use resilient_api::retry::{RetryPolicy, DEFAULT_RETRY_ON};
+/// assert_eq!(RetryPolicy::DEFAULT.on, DEFAULT_RETRY_ON);
+/// assert!(DEFAULT_RETRY_ON.contains(&503) && !DEFAULT_RETRY_ON.contains(&501));
+/// ```
 pub const DEFAULT_RETRY_ON: &[u16] = &[408, 425, 429, 500, 502, 503, 504];
 
 /// Retry settings of one endpoint. Const-constructible.
@@ -66,6 +73,16 @@ pub struct RetryPolicy {
 
 impl RetryPolicy {
     /// Two retries, default backoff, default statuses, 60 s `Retry-After` cap.
+    ///
+    /// ```
+    /// use resilient_api::retry::{backoff::Backoff, RetryPolicy};
+    /// use std::time::Duration;
+    ///
+    /// let p = RetryPolicy::DEFAULT;
+    /// assert_eq!((p.max, p.backoff), (2, Backoff::DEFAULT));
+    /// assert_eq!(p.retry_after_cap, Duration::from_secs(60));
+    /// assert_eq!(RetryPolicy::default(), p);
+    /// ```
     pub const DEFAULT: RetryPolicy = RetryPolicy {
         max: 2,
         backoff: Backoff::DEFAULT,

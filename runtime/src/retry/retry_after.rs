@@ -40,6 +40,16 @@ use http::HeaderMap;
 use http::header::RETRY_AFTER;
 
 /// The longest wait a server may ask for by default: 60 seconds.
+///
+/// ```
+/// use resilient_api::retry::retry_after::{server_wait, DEFAULT_RETRY_AFTER_CAP};
+/// use std::time::{Duration, SystemTime};
+///
+/// let mut headers = http::HeaderMap::new();
+/// headers.insert("retry-after", http::HeaderValue::from_static("3600"));
+/// let wait = server_wait(&headers, SystemTime::now(), DEFAULT_RETRY_AFTER_CAP);
+/// assert_eq!(wait, Some(Duration::from_secs(60))); // an hour is asked, a minute is honoured
+/// ```
 pub const DEFAULT_RETRY_AFTER_CAP: Duration = Duration::from_secs(60);
 
 /// The non-standard header some APIs send with a millisecond wait.
