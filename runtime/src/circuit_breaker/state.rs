@@ -87,6 +87,23 @@ fn rate_units(threshold: f32) -> u64 {
 /// How a breaker is configured.
 ///
 /// Const-constructible, so generated code can keep it in a `static`.
+///
+/// ```
+/// use resilient_api::circuit_breaker::state::{Breaker, BreakerConfig, Outcome, Phase};
+/// use std::time::Duration;
+/// use tokio::time::Instant;
+///
+/// // A success that took 2 s or more counts as a failure.
+/// const IMPATIENT: BreakerConfig =
+///     BreakerConfig { slow_call: Some(Duration::from_secs(2)), ..BreakerConfig::DEFAULT };
+/// let mut breaker = Breaker::new(IMPATIENT);
+/// let now = Instant::now();
+/// for _ in 0..5 {
+///     let admission = breaker.admit(now).0.expect("closed");
+///     breaker.record(admission, Outcome::Success, Duration::from_secs(3), now);
+/// }
+/// assert_eq!(breaker.snapshot(now).phase, Phase::Open);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BreakerConfig {
     /// When a closed breaker trips. Default: 5 consecutive failures.
@@ -127,6 +144,16 @@ impl Default for BreakerConfig {
 }
 
 /// When a closed breaker trips.
+///
+/// ```
+/// use resilient_api::circuit_breaker::state::{BreakerConfig, BreakerMode};
+///
+/// let tolerant = BreakerConfig {
+///     mode: BreakerMode::ConsecutiveFailures { failures: 20 },
+///     ..BreakerConfig::DEFAULT
+/// };
+/// assert_ne!(tolerant.mode, BreakerMode::DEFAULT);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum BreakerMode {
     /// Trip after this many failures in a row (a success resets the count).
@@ -177,6 +204,13 @@ pub enum BreakerMode {
 
 impl BreakerMode {
     /// 5 consecutive failures.
+    ///
+    /// ```
+    /// use resilient_api::circuit_breaker::state::{BreakerConfig, BreakerMode};
+    ///
+    /// assert_eq!(BreakerMode::DEFAULT, BreakerMode::ConsecutiveFailures { failures: 5 });
+    /// assert_eq!(BreakerConfig::default().mode, BreakerMode::DEFAULT);
+    /// ```
     pub const DEFAULT: Self = Self::ConsecutiveFailures { failures: 5 };
 }
 
@@ -187,6 +221,21 @@ impl Default for BreakerMode {
 }
 
 /// What an admitted attempt ended with, as far as the breaker is concerned.
+///
+/// ```
+/// use resilient_api::circuit_breaker::state::{Breaker, BreakerConfig, Outcome};
+/// use std::time::Duration;
+/// use tokio::time::Instant;
+///
+/// let mut breaker = Breaker::new(BreakerConfig::DEFAULT);
+/// let now = Instant::now();
+/// for outcome in [Outcome::Failure, Outcome::Ignored, Outcome::Failure] {
+///     let admission = breaker.admit(now).0.expect("closed");
+///     breaker.record(admission, outcome, Duration::ZERO, now);
+/// }
+/// // A 404 (ignored) neither counts nor resets the run of failures.
+/// assert_eq!(breaker.snapshot(now).consecutive_failures, 2);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// A usable answer.
@@ -200,6 +249,16 @@ pub enum Outcome {
 
 /// Proof that an attempt was admitted; pass it back exactly once to
 /// [`Breaker::record`] or [`Breaker::release`].
+///
+/// ```
+/// use resilient_api::circuit_breaker::state::{Breaker, BreakerConfig};
+/// use tokio::time::Instant;
+///
+/// let mut breaker = Breaker::new(BreakerConfig::DEFAULT);
+/// let admission = breaker.admit(Instant::now()).0.expect("closed");
+/// assert_eq!((admission.generation, admission.probe), (0, false));
+/// breaker.release(admission);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Admission {
     /// The generation the attempt was admitted in.
@@ -209,6 +268,22 @@ pub struct Admission {
 }
 
 /// The breaker refused an attempt.
+///
+/// ```
+/// use resilient_api::circuit_breaker::state::{Breaker, BreakerConfig, BreakerMode, Outcome};
+/// use std::time::Duration;
+/// use tokio::time::Instant;
+///
+/// let mut breaker = Breaker::new(BreakerConfig {
+///     mode: BreakerMode::ConsecutiveFailures { failures: 1 },
+///     ..BreakerConfig::DEFAULT
+/// });
+/// let t0 = Instant::now();
+/// let admission = breaker.admit(t0).0.expect("closed");
+/// breaker.record(admission, Outcome::Failure, Duration::ZERO, t0);
+/// let rejected = breaker.admit(t0).0.unwrap_err();
+/// assert_eq!(rejected.until, Some(t0 + Duration::from_secs(30))); // the default reset
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rejected {
     /// When it may admit again: the end of the cooldown, or `None` when it is
@@ -217,6 +292,14 @@ pub struct Rejected {
 }
 
 /// The three states of a breaker.
+///
+/// ```
+/// use resilient_api::circuit_breaker::state::{Breaker, BreakerConfig, Phase};
+/// use tokio::time::Instant;
+///
+/// let breaker = Breaker::new(BreakerConfig::DEFAULT);
+/// assert_eq!(breaker.snapshot(Instant::now()).phase, Phase::Closed); // it starts closed
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
     /// Admits every attempt and counts outcomes.
@@ -228,6 +311,23 @@ pub enum Phase {
 }
 
 /// A change of phase, to be reported as an event.
+///
+/// ```
+/// use resilient_api::circuit_breaker::state::{
+///     Breaker, BreakerConfig, BreakerMode, Outcome, Phase, Transition,
+/// };
+/// use std::time::Duration;
+/// use tokio::time::Instant;
+///
+/// let mut breaker = Breaker::new(BreakerConfig {
+///     mode: BreakerMode::ConsecutiveFailures { failures: 1 },
+///     ..BreakerConfig::DEFAULT
+/// });
+/// let now = Instant::now();
+/// let admission = breaker.admit(now).0.expect("closed");
+/// let tripped = breaker.record(admission, Outcome::Failure, Duration::ZERO, now);
+/// assert_eq!(tripped, Some(Transition { from: Phase::Closed, to: Phase::Open, generation: 1 }));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Transition {
     /// The phase left.
@@ -239,6 +339,20 @@ pub struct Transition {
 }
 
 /// Observable state of a breaker (what `client.circuit_state()` returns).
+///
+/// ```
+/// use resilient_api::circuit_breaker::state::{Breaker, BreakerConfig, Outcome, Phase};
+/// use std::time::Duration;
+/// use tokio::time::Instant;
+///
+/// let mut breaker = Breaker::new(BreakerConfig::DEFAULT);
+/// let now = Instant::now();
+/// let admission = breaker.admit(now).0.expect("closed");
+/// breaker.record(admission, Outcome::Failure, Duration::ZERO, now);
+/// let state = breaker.snapshot(now);
+/// assert_eq!((state.phase, state.consecutive_failures), (Phase::Closed, 1));
+/// assert_eq!((state.open_until, state.generation), (None, 0));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CircuitState {
     /// The current phase.
@@ -258,6 +372,18 @@ pub struct CircuitState {
 }
 
 /// The circuit-breaker state machine. See the [module docs](self).
+///
+/// ```
+/// use resilient_api::circuit_breaker::state::{Breaker, BreakerConfig};
+/// use tokio::time::Instant;
+///
+/// // No clock inside: every method is given `now`.
+/// let mut breaker = Breaker::new(BreakerConfig::DEFAULT);
+/// let now = Instant::now();
+/// assert!(breaker.check(now).is_ok());
+/// let (admission, transition) = breaker.admit(now);
+/// assert!(admission.is_ok() && transition.is_none());
+/// ```
 #[derive(Debug)]
 pub struct Breaker {
     config: BreakerConfig,
