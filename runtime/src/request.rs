@@ -35,6 +35,13 @@ use crate::rate_limit::RateLimitConfig;
 use crate::retry::RetryPolicy;
 
 /// The HTTP verb of an endpoint.
+///
+/// ```
+/// use resilient_api::request::Verb;
+///
+/// assert_eq!(Verb::Delete.as_str(), "DELETE");
+/// assert!(Verb::Delete.is_idempotent());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Verb {
     /// `GET`
@@ -55,6 +62,12 @@ pub enum Verb {
 
 impl Verb {
     /// The `http` method.
+    ///
+    /// ```
+    /// use resilient_api::request::Verb;
+    ///
+    /// assert_eq!(Verb::Patch.method(), http::Method::PATCH);
+    /// ```
     pub fn method(self) -> Method {
         match self {
             Verb::Get => Method::GET,
@@ -80,6 +93,12 @@ impl Verb {
     }
 
     /// The method's name, e.g. `"GET"`.
+    ///
+    /// ```
+    /// use resilient_api::request::Verb;
+    ///
+    /// assert_eq!(Verb::Options.as_str(), Verb::Options.method().as_str());
+    /// ```
     pub const fn as_str(self) -> &'static str {
         match self {
             Verb::Get => "GET",
@@ -94,6 +113,19 @@ impl Verb {
 }
 
 /// One piece of a path template, split at compile time.
+///
+/// ```
+/// use resilient_api::request::PathPart;
+///
+/// // "/users/{id}/posts/{post}"
+/// const PATH: &[PathPart] = &[
+///     PathPart::Lit("/users/"),
+///     PathPart::Param(0),
+///     PathPart::Lit("/posts/"),
+///     PathPart::Param(1),
+/// ];
+/// assert_eq!(PATH.iter().filter(|p| matches!(p, PathPart::Param(_))).count(), 2);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PathPart {
     /// Literal text, sent as written.
@@ -103,6 +135,16 @@ pub enum PathPart {
 }
 
 /// Hedging settings of an endpoint (see [`crate::hedge`]).
+///
+/// ```
+/// use resilient_api::request::{HedgeConfig, Policy};
+/// use std::time::Duration;
+///
+/// // As `#[hedge(delay = "50ms", max = 2)]` declares it.
+/// let hedge = HedgeConfig { delay: Duration::from_millis(50), max: 2 };
+/// let policy = Policy { hedge: Some(hedge), ..Policy::DEFAULT };
+/// assert_eq!(policy.hedge.map(|h| h.max), Some(2));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HedgeConfig {
     /// How long to wait for an answer before launching another attempt.
@@ -113,6 +155,21 @@ pub struct HedgeConfig {
 
 /// The effective policy of one endpoint: the trait's defaults merged with the
 /// method's own attributes, field by field, at compile time.
+///
+/// ```
+/// use resilient_api::request::Policy;
+/// use resilient_api::retry::RetryPolicy;
+/// use std::time::Duration;
+///
+/// // `timeout(attempt = "2s", total = "10s")` and `#[retry(max = 0)]`.
+/// const QUICK: Policy = Policy {
+///     attempt_timeout: Some(Duration::from_secs(2)),
+///     total_timeout: Some(Duration::from_secs(10)),
+///     retry: RetryPolicy { max: 0, ..RetryPolicy::DEFAULT },
+///     ..Policy::DEFAULT
+/// };
+/// assert!(QUICK.breaker.is_none()); // the client's default breaker
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Policy {
     /// Limit for one attempt (connect, headers and body). `None` only when the
@@ -140,7 +197,17 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// The policy of an endpoint that declares nothing (attempt timeout aside).
+    /// The policy of an endpoint that declares nothing (attempt timeout aside): a
+    /// 30 s attempt timeout, no total deadline, [`RetryPolicy::DEFAULT`], the client's
+    /// breaker, bulkhead and size limit, no rate limit, no hedging, no coalescing.
+    ///
+    /// ```
+    /// use resilient_api::request::Policy;
+    /// use std::time::Duration;
+    ///
+    /// assert_eq!(Policy::DEFAULT.attempt_timeout, Some(Duration::from_secs(30)));
+    /// assert_eq!(Policy::DEFAULT.total_timeout, None);
+    /// ```
     pub const DEFAULT: Policy = Policy {
         attempt_timeout: Some(Duration::from_secs(30)),
         total_timeout: None,
@@ -157,6 +224,24 @@ impl Policy {
 
 /// Everything known about one endpoint at compile time. Generated code puts one
 /// in a `static` per method.
+///
+/// ```
+/// use resilient_api::request::{EndpointSpec, PathPart, Policy, Verb};
+///
+/// // `#[get("/users/{id}")] async fn user(&self, id: u64)`, roughly.
+/// static USER: EndpointSpec = EndpointSpec {
+///     index: 0,
+///     name: "user",
+///     verb: Verb::Get,
+///     template: "/users/{id}",
+///     path: &[PathPart::Lit("/users/"), PathPart::Param(0)],
+///     idempotent: Verb::Get.is_idempotent(),
+///     idempotency_key: None,
+///     secrets: &[],
+///     policy: Policy::DEFAULT,
+/// };
+/// assert!(USER.idempotent);
+/// ```
 #[derive(Debug)]
 pub struct EndpointSpec {
     /// Position in [`ApiSpec::endpoints`].
@@ -181,6 +266,23 @@ pub struct EndpointSpec {
 }
 
 /// Everything known about an annotated trait at compile time.
+///
+/// Every generated client has one, as [`GeneratedClient::API`](crate::client::GeneratedClient::API).
+///
+/// ```
+/// use resilient_api::client::GeneratedClient;
+/// use resilient_api::{resilient_api, ApiError};
+///
+/// #[resilient_api(base_url = "https://api.test", timeout(attempt = "1s"))]
+/// pub trait Users {
+///     #[get("/users/{id}")]
+///     async fn user(&self, id: u64) -> Result<String, ApiError>;
+/// }
+///
+/// let api = <UsersClient as GeneratedClient>::API;
+/// assert_eq!((api.name, api.base_url), ("Users", Some("https://api.test")));
+/// assert_eq!(api.endpoints[0].template, "/users/{id}");
+/// ```
 #[derive(Debug)]
 pub struct ApiSpec {
     /// The trait's name.
@@ -377,6 +479,20 @@ pub fn header_value(value: &str) -> Result<HeaderValue, &'static str> {
 /// Mistakes are collected, not thrown: the first one is reported by the call as an
 /// [`ErrorKind::InvalidRequest`](crate::ErrorKind::InvalidRequest) before anything is
 /// sent.
+///
+/// ```
+/// # use resilient_api::request::{EndpointSpec, PathPart, Policy, RequestBuilder, Verb};
+/// # static USER: EndpointSpec = EndpointSpec {
+/// #     index: 0, name: "user", verb: Verb::Put, template: "/users/{id}",
+/// #     path: &[PathPart::Lit("/users/"), PathPart::Param(0)], idempotent: true,
+/// #     idempotency_key: None, secrets: &[], policy: Policy::DEFAULT,
+/// # };
+/// let mut request = RequestBuilder::new(&USER); // `USER`: an `EndpointSpec` for `/users/{id}`
+/// request.path("id", &"..").header("x-trace", &"a\r\nb"); // two mistakes
+/// let shown = format!("{request:?}");
+/// assert!(shown.contains("cannot be `.` or `..`")); // the first is the one reported
+/// assert!(!shown.contains("CR, LF"));
+/// ```
 pub struct RequestBuilder {
     pub(crate) spec: &'static EndpointSpec,
     pub(crate) path_values: Vec<String>,
@@ -413,6 +529,17 @@ impl fmt::Debug for RequestBuilder {
 
 impl RequestBuilder {
     /// Start the request of `spec`.
+    ///
+    /// ```
+    /// # use resilient_api::request::{EndpointSpec, PathPart, Policy, RequestBuilder, Verb};
+    /// # static USER: EndpointSpec = EndpointSpec {
+    /// #     index: 0, name: "user", verb: Verb::Put, template: "/users/{id}",
+    /// #     path: &[PathPart::Lit("/users/"), PathPart::Param(0)], idempotent: true,
+    /// #     idempotency_key: None, secrets: &["x-api-key"], policy: Policy::DEFAULT,
+    /// # };
+    /// let request = RequestBuilder::new(&USER);
+    /// assert!(format!("{request:?}").contains(r#"endpoint: "user""#));
+    /// ```
     pub fn new(spec: &'static EndpointSpec) -> Self {
         RequestBuilder {
             spec,
@@ -435,6 +562,18 @@ impl RequestBuilder {
     }
 
     /// The next path parameter, in template order.
+    ///
+    /// ```
+    /// # use resilient_api::request::{EndpointSpec, PathPart, Policy, RequestBuilder, Verb};
+    /// # static USER: EndpointSpec = EndpointSpec {
+    /// #     index: 0, name: "user", verb: Verb::Put, template: "/users/{id}",
+    /// #     path: &[PathPart::Lit("/users/"), PathPart::Param(0)], idempotent: true,
+    /// #     idempotency_key: None, secrets: &["x-api-key"], policy: Policy::DEFAULT,
+    /// # };
+    /// let mut request = RequestBuilder::new(&USER);
+    /// request.path("id", &"a/b?c"); // one segment, whatever it holds
+    /// assert!(format!("{request:?}").contains(r#"path_values: ["a%2Fb%3Fc"]"#));
+    /// ```
     pub fn path(&mut self, name: &str, value: &dyn fmt::Display) -> &mut Self {
         match encode_path_segment(&value.to_string()) {
             Ok(seg) => self.path_values.push(seg),
@@ -449,6 +588,25 @@ impl RequestBuilder {
     /// A query parameter: a scalar under `name`, an `Option` (left out when `None`),
     /// a sequence (`name` repeated for each element: `ids=1&ids=2`), or a `Serialize`
     /// struct (flattened, `name` unused; a sequence field repeats its own name).
+    ///
+    /// A sequence is a `Vec`, a slice or a set. A fixed-size array such as `[u32; 2]`
+    /// is a tuple to serde and cannot be encoded: the call fails with
+    /// [`ErrorKind::InvalidRequest`](crate::ErrorKind::InvalidRequest).
+    ///
+    /// ```
+    /// # use resilient_api::request::{EndpointSpec, PathPart, Policy, RequestBuilder, Verb};
+    /// # static USER: EndpointSpec = EndpointSpec {
+    /// #     index: 0, name: "user", verb: Verb::Put, template: "/users/{id}",
+    /// #     path: &[PathPart::Lit("/users/"), PathPart::Param(0)], idempotent: true,
+    /// #     idempotency_key: None, secrets: &["x-api-key"], policy: Policy::DEFAULT,
+    /// # };
+    /// let mut request = RequestBuilder::new(&USER);
+    /// request.query("ids", &vec![1, 2]).query("page", &None::<u32>);
+    /// assert!(format!("{request:?}").contains("ids=[redacted]&ids=[redacted]")); // no `page`
+    /// let mut array = RequestBuilder::new(&USER);
+    /// array.query("ids", &[1, 2]); // a tuple to serde, not a sequence
+    /// assert!(format!("{array:?}").contains("cannot be encoded as a query parameter"));
+    /// ```
     pub fn query<T: Serialize + ?Sized>(&mut self, name: &str, value: &T) -> &mut Self {
         let pair = serde_html_form::to_string([(name, value)]);
         let encoded = match pair {
@@ -469,6 +627,20 @@ impl RequestBuilder {
     }
 
     /// A header; `Option` values that are `None` are left out by generated code.
+    ///
+    /// ```
+    /// # use resilient_api::request::{EndpointSpec, PathPart, Policy, RequestBuilder, Verb};
+    /// # static USER: EndpointSpec = EndpointSpec {
+    /// #     index: 0, name: "user", verb: Verb::Put, template: "/users/{id}",
+    /// #     path: &[PathPart::Lit("/users/"), PathPart::Param(0)], idempotent: true,
+    /// #     idempotency_key: None, secrets: &["x-api-key"], policy: Policy::DEFAULT,
+    /// # };
+    /// let mut request = RequestBuilder::new(&USER);
+    /// request.header("x-api-key", &"s3cret"); // declared secret by `USER`
+    /// assert!(!format!("{request:?}").contains("s3cret"));
+    /// request.header("x-note", &"a\r\nSet-Cookie: x=1"); // refused, never sent
+    /// assert!(format!("{request:?}").contains("CR, LF or NUL"));
+    /// ```
     pub fn header(&mut self, name: &'static str, value: &dyn fmt::Display) -> &mut Self {
         let header_name = match HeaderName::from_bytes(name.as_bytes()) {
             Ok(n) => n,
@@ -497,6 +669,18 @@ impl RequestBuilder {
     }
 
     /// A JSON body.
+    ///
+    /// ```
+    /// # use resilient_api::request::{EndpointSpec, PathPart, Policy, RequestBuilder, Verb};
+    /// # static USER: EndpointSpec = EndpointSpec {
+    /// #     index: 0, name: "user", verb: Verb::Put, template: "/users/{id}",
+    /// #     path: &[PathPart::Lit("/users/"), PathPart::Param(0)], idempotent: true,
+    /// #     idempotency_key: None, secrets: &["x-api-key"], policy: Policy::DEFAULT,
+    /// # };
+    /// let mut request = RequestBuilder::new(&USER);
+    /// request.json("user", &serde_json::json!({ "name": "Ada" }));
+    /// assert!(format!("{request:?}").contains("application/json"));
+    /// ```
     pub fn json<T: Serialize + ?Sized>(&mut self, name: &str, value: &T) -> &mut Self {
         match serde_json::to_vec(value) {
             Ok(v) => self.set_body(Bytes::from(v), "application/json"),
@@ -506,6 +690,18 @@ impl RequestBuilder {
     }
 
     /// A form body (`application/x-www-form-urlencoded`).
+    ///
+    /// ```
+    /// # use resilient_api::request::{EndpointSpec, PathPart, Policy, RequestBuilder, Verb};
+    /// # static USER: EndpointSpec = EndpointSpec {
+    /// #     index: 0, name: "user", verb: Verb::Put, template: "/users/{id}",
+    /// #     path: &[PathPart::Lit("/users/"), PathPart::Param(0)], idempotent: true,
+    /// #     idempotency_key: None, secrets: &["x-api-key"], policy: Policy::DEFAULT,
+    /// # };
+    /// let mut request = RequestBuilder::new(&USER);
+    /// request.form("login", &[("user", "ada"), ("remember", "yes")]);
+    /// assert!(format!("{request:?}").contains("application/x-www-form-urlencoded"));
+    /// ```
     pub fn form<T: Serialize + ?Sized>(&mut self, name: &str, value: &T) -> &mut Self {
         match serde_html_form::to_string(value) {
             Ok(v) => self.set_body(Bytes::from(v), "application/x-www-form-urlencoded"),
@@ -515,6 +711,18 @@ impl RequestBuilder {
     }
 
     /// Raw bytes, sent as they are.
+    ///
+    /// ```
+    /// # use resilient_api::request::{EndpointSpec, PathPart, Policy, RequestBuilder, Verb};
+    /// # static USER: EndpointSpec = EndpointSpec {
+    /// #     index: 0, name: "user", verb: Verb::Put, template: "/users/{id}",
+    /// #     path: &[PathPart::Lit("/users/"), PathPart::Param(0)], idempotent: true,
+    /// #     idempotency_key: None, secrets: &["x-api-key"], policy: Policy::DEFAULT,
+    /// # };
+    /// let mut request = RequestBuilder::new(&USER);
+    /// request.raw(b"\x89PNG");
+    /// assert!(format!("{request:?}").contains("application/octet-stream"));
+    /// ```
     pub fn raw(&mut self, value: impl AsRef<[u8]>) -> &mut Self {
         self.set_body(
             Bytes::copy_from_slice(value.as_ref()),
@@ -524,6 +732,21 @@ impl RequestBuilder {
     }
 
     /// A streamed body: sent once, never replayed.
+    ///
+    /// ```
+    /// # use resilient_api::request::{EndpointSpec, PathPart, Policy, RequestBuilder, Verb};
+    /// # static USER: EndpointSpec = EndpointSpec {
+    /// #     index: 0, name: "user", verb: Verb::Put, template: "/users/{id}",
+    /// #     path: &[PathPart::Lit("/users/"), PathPart::Param(0)], idempotent: true,
+    /// #     idempotency_key: None, secrets: &["x-api-key"], policy: Policy::DEFAULT,
+    /// # };
+    /// use resilient_api::{BodyStream, Bytes};
+    ///
+    /// let chunks = futures_util::stream::iter([Ok::<_, std::io::Error>(Bytes::from("a,b\n"))]);
+    /// let mut request = RequestBuilder::new(&USER);
+    /// request.stream(BodyStream::new(chunks));
+    /// assert!(format!("{request:?}").contains("Stream"));
+    /// ```
     pub fn stream(&mut self, value: BodyStream) -> &mut Self {
         self.body = RequestBody::Stream(value);
         self
