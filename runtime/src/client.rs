@@ -176,14 +176,86 @@ impl CallOptions {
 /// Decides whether a retryable failure is retried. Runs after the built-in
 /// classification says it may be; it can only say no. An `Err` ends the call with that
 /// error (kind [`ErrorKind::Hook`](crate::ErrorKind::Hook)).
+///
+/// ```
+/// use resilient_api::client::RetryPredicate;
+/// use std::sync::Arc;
+/// # use resilient_api::ErrorKind;
+/// # use resilient_api::testing::{ScriptedTransport, Step};
+/// # use resilient_api::{resilient_api, ApiError};
+/// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+/// # pub trait Users {
+/// #     #[get("/users/{id}")]
+/// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+/// # }
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), ApiError> {
+/// let never_twice: RetryPredicate = Arc::new(|_| Err("no retries today".into()));
+/// let t = ScriptedTransport::new([Step::status(503), Step::status(200)]);
+/// let api = UsersClient::builder()
+///     .transport(t.clone())
+///     .retry_predicate(move |e| never_twice(e)) // the builder takes any such closure
+///     .build()?;
+/// let e = api.user(7).await.unwrap_err();
+/// assert_eq!((e.kind(), t.attempts()), (ErrorKind::Hook, 1));
+/// # Ok(()) }
+/// ```
 pub type RetryPredicate = Arc<dyn Fn(&ApiError) -> Result<bool, BoxError> + Send + Sync>;
 
 /// Called before each retry's wait with the failure and the wait. An `Err` ends the
 /// call with that error.
+///
+/// ```
+/// use resilient_api::client::OnRetry;
+/// use std::sync::Arc;
+/// # use resilient_api::ErrorKind;
+/// # use resilient_api::testing::{ScriptedTransport, Step};
+/// # use resilient_api::{resilient_api, ApiError};
+/// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+/// # pub trait Users {
+/// #     #[get("/users/{id}")]
+/// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+/// # }
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), ApiError> {
+/// let give_up: OnRetry = Arc::new(|ev| Err(format!("would wait {:?}", ev.wait).into()));
+/// let t = ScriptedTransport::new([Step::status(503), Step::status(200)]);
+/// let api = UsersClient::builder()
+///     .transport(t.clone())
+///     .on_retry(move |ev| give_up(ev))
+///     .build()?;
+/// let e = api.user(7).await.unwrap_err();
+/// assert_eq!((e.kind(), t.attempts()), (ErrorKind::Hook, 1));
+/// # Ok(()) }
+/// ```
 pub type OnRetry = Arc<dyn Fn(&RetryEvent<'_>) -> Result<(), BoxError> + Send + Sync>;
 
 /// Runs on every attempt's request just before it is sent (add a fresh token, sign
 /// it). An `Err` ends the call with that error.
+///
+/// ```
+/// use resilient_api::client::Middleware;
+/// use std::sync::Arc;
+/// # use resilient_api::ErrorKind;
+/// # use resilient_api::testing::{ScriptedTransport, Step};
+/// # use resilient_api::{resilient_api, ApiError};
+/// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "5s"))]
+/// # pub trait Users {
+/// #     #[get("/users/{id}")]
+/// #     async fn user(&self, id: u64) -> Result<String, ApiError>;
+/// # }
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), ApiError> {
+/// let no_token: Middleware = Arc::new(|_req| Err("no token to sign with".into()));
+/// let t = ScriptedTransport::new([Step::status(200)]);
+/// let api = UsersClient::builder()
+///     .transport(t.clone())
+///     .middleware(move |req| no_token(req))
+///     .build()?;
+/// let e = api.user(7).await.unwrap_err();
+/// assert_eq!((e.kind(), t.attempts()), (ErrorKind::Hook, 0)); // nothing was sent
+/// # Ok(()) }
+/// ```
 pub type Middleware = Arc<dyn Fn(&mut HttpRequest) -> Result<(), BoxError> + Send + Sync>;
 
 /// What an [`OnRetry`] hook is told.
@@ -439,6 +511,22 @@ impl fmt::Debug for Engine {
 }
 
 /// Implemented by every generated client.
+///
+/// ```
+/// use resilient_api::client::GeneratedClient;
+/// use resilient_api::{resilient_api, ApiError};
+///
+/// #[resilient_api(base_url = "https://api.test", timeout(attempt = "1s"))]
+/// pub trait Users {
+///     #[get("/users/{id}")]
+///     async fn user(&self, id: u64) -> Result<String, ApiError>;
+/// }
+///
+/// fn endpoint_names<C: GeneratedClient>() -> Vec<&'static str> {
+///     C::API.endpoints.iter().map(|e| e.name).collect()
+/// }
+/// assert_eq!(endpoint_names::<UsersClient>(), ["user"]);
+/// ```
 pub trait GeneratedClient: Sized {
     /// What the macro saw.
     const API: &'static ApiSpec;
