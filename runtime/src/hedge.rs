@@ -30,7 +30,8 @@
 //! - A retryable failure that carries the server's `Retry-After` stops the hedging:
 //!   the server said when to come back, and a hedge is a new request like a retry,
 //!   so none may leave before that instant: a branch launched but not sent yet (in a
-//!   bulkhead queue, waiting for a token) is withdrawn. Branches already in flight
+//!   bulkhead queue, waiting for a token) is withdrawn, at once once no sent branch is
+//!   left (the round does not wait for its slot or token to withdraw it). Branches already in flight
 //!   keep running and one may still win. When none is left, the round ends with the failure that
 //!   asked to wait (the one whose instant is latest, if several did), and the retry
 //!   loop decides what follows as it would after a single attempt: it waits until
@@ -66,7 +67,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::time::{Instant, sleep_until};
@@ -91,6 +92,25 @@ impl Drop for Failed<'_> {
     }
 }
 
+/// What a round's branches share: whether the server asked to wait (a branch not yet
+/// sent is then withdrawn), and how many branches have been sent.
+pub(crate) struct Hold {
+    held: AtomicBool,
+    sent: AtomicU32,
+}
+
+impl Hold {
+    /// Whether the server asked to wait.
+    pub(crate) fn held(&self) -> bool {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    /// A branch was dispatched.
+    pub(crate) fn sent(&self) {
+        self.sent.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 type Branch<'a> = Pin<Box<dyn Future<Output = Attempted<'a>> + Send + 'a>>;
 
 impl Call<'_> {
@@ -102,7 +122,12 @@ impl Call<'_> {
         first_attempt: u32,
     ) -> Result<RawResponse, Failure> {
         // Set once the server asked to wait: a branch not yet sent is withdrawn.
-        let hold = AtomicBool::new(false);
+        let hold = Hold {
+            held: AtomicBool::new(false),
+            sent: AtomicU32::new(0),
+        };
+        // Branches that were sent and have ended.
+        let mut ended: u32 = 0;
         let mut branches: FuturesUnordered<Branch<'_>> = FuturesUnordered::new();
         let mut launched: u32 = 0;
         let mut failed = Failed(Vec::new());
@@ -161,6 +186,13 @@ impl Call<'_> {
                     tracing::debug!(branch = launched, "hedging");
                 }
             }
+            // The server asked to wait and every branch left is one not sent yet (in a
+            // bulkhead queue, waiting for a token): withdrawn now, leaving its queue place
+            // or its token, rather than when it would have been let through.
+            if hold.held() && hold.sent.load(Ordering::Relaxed) == ended && !branches.is_empty() {
+                refused += branches.len() as u32;
+                branches.clear();
+            }
             if branches.is_empty() && next_launch.is_none() {
                 break;
             }
@@ -175,6 +207,9 @@ impl Call<'_> {
                 } => continue,
             };
             let Attempted { result, verdict } = done;
+            if verdict.is_some() {
+                ended += 1;
+            }
             match result {
                 Ok(raw) => {
                     if let Some(v) = verdict {
@@ -192,7 +227,7 @@ impl Call<'_> {
                 Err(failure)
                     if verdict.is_none()
                         && failure.error.kind() == ErrorKind::Cancelled
-                        && hold.load(Ordering::Relaxed) =>
+                        && hold.held() =>
                 {
                     refused += 1;
                 }
@@ -225,7 +260,7 @@ impl Call<'_> {
                         tracing::debug!("the server asked to wait: no more hedging");
                     }
                     // Nor may a branch launched but still queued leave before then.
-                    hold.store(true, Ordering::Relaxed);
+                    hold.held.store(true, Ordering::Relaxed);
                     let at = failure
                         .server_wait
                         .and_then(|w| Instant::now().checked_add(w));

@@ -38,7 +38,7 @@
 //! Everything is driven from the caller's future: no task is spawned, so dropping the
 //! future drops every timer, queue place, permit and in-flight request at once.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -916,7 +916,7 @@ impl Call<'_> {
         prepared: &Prepared,
         stream_body: Option<RequestBody>,
         resend: u32,
-        hold: Option<&'s AtomicBool>,
+        hold: Option<&'s crate::hedge::Hold>,
     ) -> Attempted<'s> {
         match self
             .attempt_inner(prepared, stream_body, resend, false, hold)
@@ -951,7 +951,7 @@ impl Call<'_> {
         stream_body: Option<RequestBody>,
         resend: u32,
         driven: bool,
-        hold: Option<&'s AtomicBool>,
+        hold: Option<&'s crate::hedge::Hold>,
     ) -> impl Future<Output = Result<(Result<RawResponse, Failure>, Verdict<'s>), Failure>> + Send
     {
         async move {
@@ -1005,7 +1005,7 @@ impl Call<'_> {
             };
             // The server asked the hedged round to wait while this branch was queued or
             // waiting for a token: it must not leave before the server's instant.
-            if hold.is_some_and(|h| h.load(Ordering::Relaxed)) {
+            if hold.is_some_and(crate::hedge::Hold::held) {
                 return Err(Failure::fatal(withdrawn()));
             }
             // No await from here to dispatch: one clock read serves admission and timing.
@@ -1022,6 +1022,9 @@ impl Call<'_> {
             // Dispatched from here on: the token is spent.
             if let Some(token) = token {
                 token.dispatched();
+            }
+            if let Some(hold) = hold {
+                hold.sent();
             }
             // Only a dispatched attempt counts as one.
             self.attempts.fetch_max(resend + 1, Ordering::Relaxed);
