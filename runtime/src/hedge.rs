@@ -140,7 +140,23 @@ impl Call<'_> {
         // far to represent). Once set, no branch starts and the round ends with it.
         let mut asked_to_wait: Option<(Option<Instant>, Failure)> = None;
         let mut next_launch = Some(Instant::now());
+        // A shared execution's hedge that its callers' latest deadline ruled out when it
+        // was planned (at `.0`, due at `.1`): a caller who joins later with a later
+        // deadline (or none) raises that bound, and the hedge is due again.
+        let mut ruled_out: Option<(Instant, Instant)> = None;
         loop {
+            if let Some((planned, at)) = ruled_out {
+                if self
+                    .wait_limit()
+                    .is_none_or(|limit| crate::timeout::wait_fits(planned, at, limit))
+                {
+                    ruled_out = None;
+                    next_launch = Some(at);
+                } else if at <= Instant::now() {
+                    // Its time came and nobody joined who could still use it.
+                    ruled_out = None;
+                }
+            }
             // Launch every branch that is due.
             while let Some(at) = next_launch {
                 let now = Instant::now();
@@ -176,8 +192,13 @@ impl Call<'_> {
                 // and a failure of the branches in flight ends it at once.
                 next_launch = if launched < config.max {
                     now.checked_add(config.delay).filter(|at| {
-                        self.wait_limit()
-                            .is_none_or(|limit| crate::timeout::wait_fits(now, *at, limit))
+                        let fits = self
+                            .wait_limit()
+                            .is_none_or(|limit| crate::timeout::wait_fits(now, *at, limit));
+                        if !fits && self.callers.is_some() {
+                            ruled_out = Some((now, *at));
+                        }
+                        fits
                     })
                 } else {
                     None
@@ -200,7 +221,7 @@ impl Call<'_> {
                 biased;
                 Some(done) = branches.next(), if !branches.is_empty() => done,
                 () = async {
-                    match next_launch {
+                    match next_launch.or(ruled_out.map(|(_, at)| at)) {
                         Some(at) => sleep_until(at).await,
                         None => std::future::pending().await,
                     }
@@ -236,6 +257,7 @@ impl Call<'_> {
                 // The refusal is kept: it decides how the round ends if none wins.
                 Err(failure) if verdict.is_none() && failure.error.is_rejection() => {
                     next_launch = None;
+                    ruled_out = None;
                     refused += 1;
                     if rejection.is_none() {
                         rejection = Some(failure.error);
@@ -256,6 +278,7 @@ impl Call<'_> {
                     if let Some(v) = verdict {
                         failed.0.push(v);
                     }
+                    ruled_out = None;
                     if next_launch.take().is_some() {
                         tracing::debug!("the server asked to wait: no more hedging");
                     }
