@@ -822,7 +822,8 @@ pub mod decode {
         }
     }
 
-    /// The body's bytes, for a [`Bytes`] result. Never fails.
+    /// The body's bytes, for a [`Bytes`] result. The decoder never fails; a body over
+    /// the size limit fails the call before it, with `BodyTooLarge`.
     ///
     /// ```
     /// use resilient_api::response::decode::{Decoder, RawBytes};
@@ -853,7 +854,8 @@ pub mod decode {
     }
 
     /// Nothing, for a `()` result: the body is ignored (and still read, within the size
-    /// limit, so the connection can be reused). Never fails.
+    /// limit, so the connection can be reused). The decoder never fails; a body over
+    /// the size limit fails the call before it, with `BodyTooLarge`.
     ///
     /// ```
     /// use resilient_api::response::decode::{Decoder, Unit};
