@@ -17,6 +17,27 @@ use tokio::task::JoinHandle;
 
 type Timed = JoinHandle<(Result<String, ApiError>, u64)>;
 
+/// 22 calls made one after another, each with a token of its own: their tasks and
+/// their tokens.
+async fn cancellable_calls<F, Fut>(clock: Clock, call: F) -> (Vec<Timed>, Vec<CancellationToken>)
+where
+    F: Fn(CallOptions, u32) -> Fut,
+    Fut: Future<Output = Result<String, ApiError>> + Send + 'static,
+{
+    let mut calls = Vec::new();
+    let mut tokens = Vec::new();
+    for n in 0..22 {
+        let token = CancellationToken::new();
+        calls.push(spawn_timed(
+            clock,
+            call(CallOptions::new().cancel_on(token.clone()), n),
+        ));
+        tokens.push(token);
+        settle().await;
+    }
+    (calls, tokens)
+}
+
 async fn outcomes(calls: Vec<Timed>) -> Vec<(Result<String, ApiError>, u64)> {
     let mut out = Vec::new();
     for c in calls {
@@ -194,15 +215,11 @@ async fn cancelling_half_of_twenty_queued_calls_keeps_fifo_and_leaks_nothing() {
     let t = ScriptedTransport::new((0..12).map(|_| Step::status(200).body("ok").delay(ms(100))));
     let clock = Clock::start();
     let api = scripted::<QueuedClient>(&t);
-    let mut calls = Vec::new();
-    let mut tokens = Vec::new();
-    for n in 0..22 {
-        let token = CancellationToken::new();
-        let h = api.with_options(CallOptions::new().cancel_on(token.clone()));
-        tokens.push(token);
-        calls.push(spawn_timed(clock, async move { h.work(n).await }));
-        settle().await;
-    }
+    let (calls, tokens) = cancellable_calls(clock, |options, n| {
+        let h = api.with_options(options);
+        async move { h.work(n).await }
+    })
+    .await;
     assert_eq!(t.attempts(), 2);
     tokio::time::sleep(ms(20)).await;
     // Cancel the odd-numbered of the twenty queued (2..22).
@@ -414,15 +431,11 @@ async fn cancelling_half_of_twenty_in_the_rate_limit_line_moves_the_rest_up() {
     let t = ScriptedTransport::new((0..12).map(|_| Step::status(200).body("ok")));
     let clock = Clock::start();
     let api = scripted::<LinedClient>(&t);
-    let mut calls = Vec::new();
-    let mut tokens = Vec::new();
-    for n in 0..22 {
-        let token = CancellationToken::new();
-        let h = api.with_options(CallOptions::new().cancel_on(token.clone()));
-        tokens.push(token);
-        calls.push(spawn_timed(clock, async move { h.work(n).await }));
-        settle().await;
-    }
+    let (calls, tokens) = cancellable_calls(clock, |options, n| {
+        let h = api.with_options(options);
+        async move { h.work(n).await }
+    })
+    .await;
     assert_eq!(t.attempts(), 2);
     tokio::time::sleep(ms(20)).await;
     for n in (3..22).step_by(2) {
