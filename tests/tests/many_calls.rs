@@ -38,6 +38,26 @@ where
     (calls, tokens)
 }
 
+/// At t=20, cancels the odd-numbered of the twenty calls queued behind the first two
+/// (3, 5, ..., 21): each settles at once with `Cancelled`, and every other call
+/// succeeds. When the others settled, in call order.
+async fn cancel_the_odd_half(calls: Vec<Timed>, tokens: &[CancellationToken]) -> Vec<u64> {
+    tokio::time::sleep(ms(20)).await;
+    for token in tokens.iter().skip(3).step_by(2) {
+        token.cancel();
+    }
+    let mut served_at = Vec::new();
+    for (n, (r, at)) in outcomes(calls).await.iter().enumerate() {
+        if n >= 2 && n % 2 == 1 {
+            assert_eq!((kind(r), *at), (Some(ErrorKind::Cancelled), 20), "call {n}");
+        } else {
+            assert_eq!(r.as_deref().ok(), Some("ok"), "call {n}");
+            served_at.push(*at);
+        }
+    }
+    served_at
+}
+
 async fn outcomes(calls: Vec<Timed>) -> Vec<(Result<String, ApiError>, u64)> {
     let mut out = Vec::new();
     for c in calls {
@@ -221,21 +241,7 @@ async fn cancelling_half_of_twenty_queued_calls_keeps_fifo_and_leaks_nothing() {
     })
     .await;
     assert_eq!(t.attempts(), 2);
-    tokio::time::sleep(ms(20)).await;
-    // Cancel the odd-numbered of the twenty queued (2..22).
-    for n in (3..22).step_by(2) {
-        tokens[n].cancel();
-    }
-    settle().await;
-    let done = outcomes(calls).await;
-    for (n, (r, at)) in done.iter().enumerate() {
-        if n >= 2 && n % 2 == 1 {
-            assert_eq!(kind(r), Some(ErrorKind::Cancelled), "call {n}");
-            assert_eq!(*at, 20, "call {n} settles at once");
-        } else {
-            assert_eq!(r.as_deref().ok(), Some("ok"), "call {n}");
-        }
-    }
+    cancel_the_odd_half(calls, &tokens).await;
     assert_eq!(
         served(&t),
         vec![0, 1, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20],
@@ -437,20 +443,7 @@ async fn cancelling_half_of_twenty_in_the_rate_limit_line_moves_the_rest_up() {
     })
     .await;
     assert_eq!(t.attempts(), 2);
-    tokio::time::sleep(ms(20)).await;
-    for n in (3..22).step_by(2) {
-        tokens[n].cancel();
-    }
-    let done = outcomes(calls).await;
-    let mut served_at = Vec::new();
-    for (n, (r, at)) in done.iter().enumerate() {
-        if n >= 2 && n % 2 == 1 {
-            assert_eq!((kind(r), *at), (Some(ErrorKind::Cancelled), 20), "call {n}");
-        } else {
-            assert_eq!(r.as_deref().ok(), Some("ok"), "call {n}");
-            served_at.push(*at);
-        }
-    }
+    let served_at = cancel_the_odd_half(calls, &tokens).await;
     // Two at once, then one every 100 ms: no turn lost to a cancelled waiter.
     assert_eq!(
         served_at,
