@@ -961,7 +961,8 @@ impl<C: GeneratedClient> ClientBuilder<C> {
     }
 
     /// Largest response body accepted, in bytes (default 4 MiB). A method's own limit
-    /// wins.
+    /// wins. An error response's body is not refused but cut: it is kept up to this
+    /// limit or 64 KiB, whichever is lower (see [`ApiError::body`]).
     ///
     /// ```
     /// # use resilient_api::testing::{ScriptedTransport, Step};

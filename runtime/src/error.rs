@@ -6,7 +6,8 @@
 //! and walk [`std::error::Error::source`] for the cause. Nothing needs parsing a message.
 //!
 //! # Defaults
-//! An error response's body is kept up to 64 KiB. `Display` is short, lowercase, and
+//! An error response's body is kept up to 64 KiB, or up to the call's body limit if
+//! that is lower. `Display` is short, lowercase, and
 //! never holds a secret: no request header values, no query string, no request body
 //! (a decode error names the response's content type, as it should).
 //!
@@ -403,7 +404,9 @@ impl ApiError {
         self.inner.headers.as_ref()
     }
 
-    /// The error response's body, up to 64 KiB.
+    /// The error response's body, up to 64 KiB, or up to the call's body limit
+    /// (`#[max_body]` or the client's `max_body_size`) if that is lower. The rest is
+    /// not read.
     ///
     /// ```
     /// # use resilient_api::testing::{ScriptedTransport, Step};

@@ -63,7 +63,7 @@ use crate::transport::{
     HttpRequest, HttpResponse, InFlight, ResponseBody, TransportError, TransportErrorKind,
 };
 
-/// Error bodies are kept up to this size.
+/// Error bodies are kept up to this size, or the call's body limit if that is lower.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
 
 /// A request ready to be sent any number of times.
@@ -1475,10 +1475,10 @@ where
                 body,
             } = response;
             let error = !status.is_success() && !status.is_redirection();
+            let limit = call.limit();
             let limit = if error {
-                ERROR_BODY_LIMIT as u64
+                limit.min(ERROR_BODY_LIMIT as u64)
             } else {
-                let limit = call.limit();
                 // A HEAD's, a 204's or a 304's `Content-Length` is not the length of a
                 // body: there is none.
                 let bodiless = this.prepared.method == Method::HEAD

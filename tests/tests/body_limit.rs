@@ -146,3 +146,35 @@ async fn an_error_body_is_not_read_past_the_kept_64_kib() {
     assert_eq!(e.body().map(|b| b.len()), Some(64 * 1024));
     tests::assert_nothing_leaked(&t);
 }
+
+/// An error body is kept up to the call's own limit when that is below 64 KiB: a
+/// client that allows 16 bytes never holds 64 KiB of an error page. The read stops at
+/// the limit (the rest, 5 s later, is never waited for) and the status error stays.
+#[tokio::test(start_paused = true)]
+async fn an_error_body_is_kept_only_up_to_a_lower_body_limit() {
+    let t = ScriptedTransport::new([
+        Step::status(503).chunks([
+            (ms(0), b"0123456789".to_vec()),
+            (ms(0), b"abcdefghij".to_vec()),
+            (ms(5000), b"rest".to_vec()),
+        ]),
+        Step::status(400).body(vec![b'x'; 1000]),
+    ]);
+    let clock = tests::Clock::start();
+    let api: FilesClient = tests::scripted(&t);
+    let e = api.small().await.expect_err("a 503");
+    assert_eq!(
+        (clock.now_ms(), e.kind(), e.status()),
+        (0, ErrorKind::Status, Some(503))
+    );
+    assert_eq!(e.body().map(|b| &b[..]), Some(&b"0123456789abcdef"[..]));
+    // The client's limit counts too, for a method without its own.
+    let api: FilesClient = tests::scripted_builder(&t)
+        .max_body_size(8)
+        .build()
+        .expect("builds");
+    let e = api.any().await.expect_err("a 400");
+    assert_eq!((e.kind(), e.status()), (ErrorKind::Status, Some(400)));
+    assert_eq!(e.body().map(|b| b.len()), Some(8));
+    tests::assert_nothing_leaked(&t);
+}
