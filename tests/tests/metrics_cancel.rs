@@ -1,0 +1,353 @@
+//! Metrics (feature `metrics`) when calls end in every way, cancellation by dropping
+//! the future included: the in-flight and queue-depth gauges come back to zero, the
+//! counters count what their docs say, and the breaker gauge follows every transition.
+#![cfg(feature = "metrics")]
+
+#[path = "support/recorder.rs"]
+mod recorder;
+
+use resilient_api::bulkhead::BulkheadConfig;
+use resilient_api::circuit_breaker::state::Phase;
+use resilient_api::testing::{ScriptedTransport, Step};
+use resilient_api::{ApiError, CallOptions, Engine, ErrorKind, resilient_api};
+use recorder::Recorded;
+use tests::{assert_nothing_leaked, ms, scripted, settle};
+
+const EP: (&str, &str) = ("endpoint", "resource");
+const DEFAULT: (&str, &str) = ("partition", "default");
+const IN_FLIGHT: &str = "resilient_api_in_flight";
+const DEPTH: &str = "resilient_api_queue_depth";
+const REQUESTS: &str = "resilient_api_requests_total";
+const RETRIES: &str = "resilient_api_retries_total";
+const CALLS: &str = "resilient_api_calls_total";
+const DURATION: &str = "resilient_api_call_duration_seconds";
+
+/// Poll `fut` for `d` of paused time, and hand it back unfinished.
+async fn run_for<F: std::future::Future + Unpin>(fut: &mut F, d: std::time::Duration) {
+    assert!(
+        tokio::time::timeout(d, fut).await.is_err(),
+        "the call was expected to be still running"
+    );
+}
+
+/// Concurrency 1, queue 1; retries on 503 after 20 ms.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 2, backoff = fixed(delay = "20ms"), on = [503]),
+    bulkhead(concurrency = 1, queue = 1)
+)]
+pub trait Narrow {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_caller_dropped_in_the_bulkhead_queue_leaves_the_queue_depth() {
+    let m = Recorded::new();
+    let _installed = metrics::set_default_local_recorder(&m);
+    let t = ScriptedTransport::new([Step::hang()]);
+    let api = scripted::<NarrowClient>(&t);
+
+    let mut first = Box::pin(api.resource());
+    run_for(&mut first, ms(10)).await;
+    let mut second = Box::pin(api.resource());
+    run_for(&mut second, ms(10)).await;
+    assert_eq!(m.gauge(DEPTH, &[DEFAULT]), Some(1.0));
+    assert_eq!(m.gauge(IN_FLIGHT, &[EP, DEFAULT]), Some(1.0));
+
+    drop(second);
+    assert_eq!(m.gauge(DEPTH, &[DEFAULT]), Some(0.0));
+    drop(first);
+    assert_eq!(m.gauge(IN_FLIGHT, &[EP, DEFAULT]), Some(0.0));
+    assert_eq!(m.counter(REQUESTS, &[EP, DEFAULT]), 1);
+    assert!(m.all_series().iter().all(|s| !s.starts_with(CALLS)));
+    m.assert_gauges_at_rest();
+    assert_nothing_leaked(&t);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_dropped_during_its_backoff_or_its_retry_leaves_nothing_in_flight() {
+    let m = Recorded::new();
+    let _installed = metrics::set_default_local_recorder(&m);
+    let t = ScriptedTransport::new([Step::status(503), Step::status(503), Step::hang()]);
+    let api = scripted::<NarrowClient>(&t);
+
+    // Dropped during the backoff after the first 503.
+    let mut call = Box::pin(api.resource());
+    run_for(&mut call, ms(10)).await;
+    assert_eq!(t.attempts(), 1);
+    assert_eq!(m.gauge(IN_FLIGHT, &[EP, DEFAULT]), Some(0.0));
+    drop(call);
+    assert_eq!(m.counter(RETRIES, &[EP, DEFAULT]), 1);
+
+    // Dropped while its retry hangs.
+    let mut call = Box::pin(api.resource());
+    run_for(&mut call, ms(30)).await;
+    assert_eq!(t.attempts(), 3);
+    assert_eq!(m.gauge(IN_FLIGHT, &[EP, DEFAULT]), Some(1.0));
+    drop(call);
+    assert_eq!(m.gauge(IN_FLIGHT, &[EP, DEFAULT]), Some(0.0));
+    assert_eq!(m.counter(REQUESTS, &[EP, DEFAULT]), 3);
+    assert_eq!(m.counter(RETRIES, &[EP, DEFAULT]), 2);
+    m.assert_gauges_at_rest();
+    assert_nothing_leaked(&t);
+}
+
+/// Each call may wait in the global bulkhead: concurrency 1, queue 1.
+#[resilient_api(timeout(attempt = "10s"), retry(max = 0))]
+pub trait Global {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_caller_dropped_in_the_global_queue_leaves_its_depth() {
+    let m = Recorded::new();
+    let _installed = metrics::set_default_local_recorder(&m);
+    let t = ScriptedTransport::new([Step::hang(), Step::status(200).body("ok")]);
+    let engine = Engine::new().global_bulkhead(BulkheadConfig {
+        concurrency: 1,
+        queue: 1,
+    });
+    let api: GlobalClient = tests::scripted_builder(&t)
+        .engine(engine)
+        .build()
+        .expect("builds");
+    let global = ("partition", "global");
+
+    let mut first = Box::pin(api.resource());
+    run_for(&mut first, ms(10)).await;
+    let mut second = Box::pin(api.resource());
+    run_for(&mut second, ms(10)).await;
+    assert_eq!(m.gauge(DEPTH, &[global]), Some(1.0));
+    drop(second);
+    assert_eq!(m.gauge(DEPTH, &[global]), Some(0.0));
+
+    // Queued again, then let through when the first call ends.
+    let mut third = Box::pin(api.resource());
+    run_for(&mut third, ms(10)).await;
+    assert_eq!(m.gauge(DEPTH, &[global]), Some(1.0));
+    drop(first);
+    assert_eq!(third.await.expect("served"), "ok");
+    assert_eq!(m.gauge(DEPTH, &[global]), Some(0.0));
+    m.assert_gauges_at_rest();
+    assert_nothing_leaked(&t);
+}
+
+/// One token every 100 ms, burst 1.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 0),
+    rate_limit(per_second = 10, burst = 1)
+)]
+pub trait Limited {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_caller_dropped_while_waiting_for_a_token_counts_nothing() {
+    let m = Recorded::new();
+    let _installed = metrics::set_default_local_recorder(&m);
+    let t = ScriptedTransport::new([Step::status(200).body("ok"), Step::status(200).body("ok")]);
+    let api = scripted::<LimitedClient>(&t);
+
+    assert_eq!(api.resource().await.expect("first token"), "ok");
+    let mut waiting = Box::pin(api.resource());
+    run_for(&mut waiting, ms(50)).await;
+    drop(waiting);
+    assert_eq!(m.counter(REQUESTS, &[EP, DEFAULT]), 1);
+    assert_eq!(m.gauge(IN_FLIGHT, &[EP, DEFAULT]), Some(0.0));
+    m.assert_gauges_at_rest();
+
+    // A caller whose deadline the next token cannot meet is refused: a rejection.
+    let short = api.with_options(CallOptions::new().deadline(ms(10)));
+    let e = short.resource().await.expect_err("no token in time");
+    assert_eq!(e.kind(), ErrorKind::RateLimited);
+    assert_eq!(
+        m.counter(
+            "resilient_api_rejections_total",
+            &[EP, DEFAULT, ("policy", "rate_limit")]
+        ),
+        1
+    );
+    assert_eq!(
+        m.counter(CALLS, &[EP, DEFAULT, ("outcome", "rate_limited")]),
+        1
+    );
+    assert_nothing_leaked(&t);
+}
+
+/// Two branches 10 ms apart; two permits and a queue of one.
+#[resilient_api(
+    timeout(attempt = "1s"),
+    retry(max = 1, backoff = fixed(delay = "20ms"), on = [503]),
+    bulkhead(concurrency = 2, queue = 1)
+)]
+pub trait Hedged {
+    #[get("/resource")]
+    #[hedge(delay = "10ms", max = 2)]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+#[tokio::test(start_paused = true)]
+async fn hedge_branches_are_requests_not_retries_and_leave_no_gauge_behind() {
+    let m = Recorded::new();
+    let _installed = metrics::set_default_local_recorder(&m);
+    // The hedge wins at 15 ms; the primary is dropped.
+    let t = ScriptedTransport::new([
+        Step::status(200).body("slow").delay(ms(100)),
+        Step::status(200).body("fast").delay(ms(5)),
+    ]);
+    let api = scripted::<HedgedClient>(&t);
+
+    assert_eq!(api.resource().await.expect("the hedge wins"), "fast");
+    assert_eq!(m.counter(REQUESTS, &[EP, DEFAULT]), 2, "hedges are requests");
+    assert_eq!(m.counter(RETRIES, &[EP, DEFAULT]), 0, "a hedge is no retry");
+    assert_eq!(m.counter(CALLS, &[EP, DEFAULT, ("outcome", "ok")]), 1);
+    assert_eq!(m.histogram(DURATION, &[EP, DEFAULT]), vec![0.015]);
+    assert_eq!(m.gauge(IN_FLIGHT, &[EP, DEFAULT]), Some(0.0));
+
+    // Dropped with both branches in flight.
+    t.push([Step::hang(), Step::hang()]);
+    let mut call = Box::pin(api.resource());
+    run_for(&mut call, ms(20)).await;
+    assert_eq!(m.gauge(IN_FLIGHT, &[EP, DEFAULT]), Some(2.0));
+    drop(call);
+    assert_eq!(m.gauge(IN_FLIGHT, &[EP, DEFAULT]), Some(0.0));
+    assert_eq!(m.counter(REQUESTS, &[EP, DEFAULT]), 4);
+    assert_eq!(m.counter(RETRIES, &[EP, DEFAULT]), 0);
+    m.assert_gauges_at_rest();
+    assert_nothing_leaked(&t);
+}
+
+/// One permit, a queue of one, hedged.
+#[resilient_api(
+    timeout(attempt = "1s"),
+    retry(max = 0),
+    bulkhead(concurrency = 1, queue = 1)
+)]
+pub trait HedgedNarrow {
+    #[get("/resource")]
+    #[hedge(delay = "10ms", max = 2)]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hedge_branch_queued_in_the_bulkhead_leaves_the_queue_with_its_round() {
+    let m = Recorded::new();
+    let _installed = metrics::set_default_local_recorder(&m);
+    let t = ScriptedTransport::new([Step::hang(), Step::status(200).body("ok").delay(ms(30))]);
+    let api = scripted::<HedgedNarrowClient>(&t);
+
+    // The hedge waits in the queue behind its own primary.
+    let mut call = Box::pin(api.resource());
+    run_for(&mut call, ms(20)).await;
+    assert_eq!(m.gauge(DEPTH, &[DEFAULT]), Some(1.0));
+    assert_eq!(m.gauge(IN_FLIGHT, &[EP, DEFAULT]), Some(1.0));
+    drop(call);
+    assert_eq!(m.gauge(DEPTH, &[DEFAULT]), Some(0.0));
+    assert_eq!(m.gauge(IN_FLIGHT, &[EP, DEFAULT]), Some(0.0));
+    m.assert_gauges_at_rest();
+    assert_nothing_leaked(&t);
+}
+
+/// A coalesced read.
+#[resilient_api(timeout(attempt = "10s"), retry(max = 0))]
+pub trait Shared {
+    #[get("/resource")]
+    #[coalesce]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_coalesced_attempt_is_in_flight_until_its_last_caller_leaves() {
+    let m = Recorded::new();
+    let _installed = metrics::set_default_local_recorder(&m);
+    let t = ScriptedTransport::new([Step::status(200).body("ok").delay(ms(50))]);
+    let api = scripted::<SharedClient>(&t);
+
+    // One caller drops; the other is served by the same attempt.
+    let mut a = Box::pin(api.resource());
+    let mut b = Box::pin(api.resource());
+    run_for(&mut a, ms(10)).await;
+    run_for(&mut b, ms(10)).await;
+    assert_eq!(t.attempts(), 1);
+    assert_eq!(m.gauge(IN_FLIGHT, &[EP, DEFAULT]), Some(1.0));
+    drop(a);
+    assert_eq!(m.gauge(IN_FLIGHT, &[EP, DEFAULT]), Some(1.0), "b still waits");
+    assert_eq!(b.await.expect("served"), "ok");
+    assert_eq!(m.gauge(IN_FLIGHT, &[EP, DEFAULT]), Some(0.0));
+    assert_eq!(m.counter(REQUESTS, &[EP, DEFAULT]), 1, "one attempt sent");
+    assert_eq!(m.counter(CALLS, &[EP, DEFAULT, ("outcome", "ok")]), 1);
+
+    // Every caller drops: the shared attempt is dropped too.
+    t.push([Step::hang()]);
+    let mut a = Box::pin(api.resource());
+    let mut b = Box::pin(api.resource());
+    run_for(&mut a, ms(10)).await;
+    run_for(&mut b, ms(10)).await;
+    assert_eq!(m.gauge(IN_FLIGHT, &[EP, DEFAULT]), Some(1.0));
+    drop(b);
+    drop(a);
+    assert_eq!(m.gauge(IN_FLIGHT, &[EP, DEFAULT]), Some(0.0));
+    m.assert_gauges_at_rest();
+    assert_nothing_leaked(&t);
+}
+
+/// Trips on one failure for 100 ms; two probes; hedged.
+#[resilient_api(
+    timeout(attempt = "1s"),
+    retry(max = 0),
+    breaker(failures = 1, reset = "100ms", probes = 2)
+)]
+pub trait Probed {
+    #[get("/resource")]
+    #[hedge(delay = "10ms", max = 2)]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+/// A hedged probe round dropped after one branch failed: the failure is recorded as
+/// the round drops, and reopens the breaker; the gauge follows.
+#[tokio::test(start_paused = true)]
+async fn the_breaker_gauge_follows_a_transition_made_after_the_caller_dropped() {
+    let m = Recorded::new();
+    let _installed = metrics::set_default_local_recorder(&m);
+    let t = ScriptedTransport::new([Step::status(503), Step::status(503)]);
+    let api = scripted::<ProbedClient>(&t);
+    let state = || {
+        m.gauge(
+            "resilient_api_breaker_state",
+            &[("origin", "https://example.test"), DEFAULT],
+        )
+    };
+
+    api.resource().await.expect_err("503");
+    assert_eq!(state(), Some(2.0));
+    tokio::time::sleep(ms(100)).await;
+
+    // Half-open: the primary probe hangs, the hedge probe fails at 15 ms.
+    t.push([Step::hang(), Step::status(503).delay(ms(5))]);
+    let mut call = Box::pin(api.resource());
+    run_for(&mut call, ms(20)).await;
+    assert_eq!(state(), Some(1.0));
+    assert_eq!(api.circuit_state().phase, Phase::HalfOpen);
+    drop(call);
+    assert_eq!(api.circuit_state().phase, Phase::Open);
+    assert_eq!(state(), Some(2.0), "reopened by the failure the drop recorded");
+    m.assert_gauges_at_rest();
+
+    // And closed by two successful probes.
+    tokio::time::sleep(ms(100)).await;
+    t.push([
+        Step::status(200).body("ok").delay(ms(15)),
+        Step::status(200).body("ok").delay(ms(1)),
+    ]);
+    let two = futures_util::future::join(api.resource(), api.resource());
+    let (a, b) = two.await;
+    assert_eq!((a.expect("ok"), b.expect("ok")), ("ok".into(), "ok".into()));
+    assert_eq!(api.circuit_state().phase, Phase::Closed);
+    assert_eq!(state(), Some(0.0));
+    settle().await;
+    m.assert_gauges_at_rest();
+}
