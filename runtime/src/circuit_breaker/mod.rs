@@ -102,9 +102,25 @@ impl CircuitBreaker {
         self.quiet.load(Ordering::Acquire).checked_sub(1)
     }
 
+    /// A change that may be a transition: its gauge is set before the lock is let go,
+    /// so that the gauge is written in the order of the transitions (set after it, a
+    /// thread that half-opened the breaker could overwrite the `open` of a probe that
+    /// failed meanwhile on another thread); its event is logged after.
+    fn transit<R>(&self, change: impl FnOnce(&mut Breaker) -> (R, Option<Transition>)) -> R {
+        let (result, transition) = self.update(|b| {
+            let (result, transition) = change(b);
+            if let Some(t) = &transition {
+                crate::observe::metrics_impl::breaker_state(&self.origin, &self.partition, t.to);
+            }
+            (result, transition)
+        });
+        self.emit(transition);
+        result
+    }
+
+    /// The `tracing` event of a transition.
     fn emit(&self, t: Option<Transition>) {
         if let Some(t) = t {
-            crate::observe::metrics_impl::breaker_state(&self.origin, &self.partition, t.to);
             tracing::info!(
                 partition = %self.label,
                 from = ?t.from,
@@ -136,12 +152,11 @@ impl CircuitBreaker {
                 }),
             });
         }
-        let (result, transition) = self.update(|b| b.admit(now));
-        self.emit(transition);
-        result.map(|admission| AdmissionGuard {
-            breaker: self,
-            admission: Some(admission),
-        })
+        self.transit(|b| b.admit(now))
+            .map(|admission| AdmissionGuard {
+                breaker: self,
+                admission: Some(admission),
+            })
     }
 
     /// When the breaker will still refuse at `at`: `Some(until)`.
@@ -173,8 +188,8 @@ impl AdmissionGuard<'_> {
             return;
         }
         let (latency, now) = timing();
-        let t = self.breaker.update(|b| b.record(a, outcome, latency, now));
-        self.breaker.emit(t);
+        self.breaker
+            .transit(|b| ((), b.record(a, outcome, latency, now)));
     }
 }
 
@@ -191,4 +206,123 @@ impl Drop for AdmissionGuard<'_> {
 
 fn quiet_word(breaker: &Breaker) -> u64 {
     breaker.quiet_generation().map_or(0, |g| g.wrapping_add(1))
+}
+
+#[cfg(all(test, feature = "metrics"))]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::{Arc, mpsc};
+    use std::time::Duration;
+
+    use metrics::{
+        Counter, Gauge, GaugeFn, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit,
+    };
+    use tokio::time::Instant;
+
+    use super::CircuitBreaker;
+    use super::state::{BreakerConfig, BreakerMode, Outcome, Phase};
+
+    /// One gauge value for every thread; the first `set(1.0)` (half-open) stops,
+    /// says so on `entered`, and waits for `proceed` (at most 300 ms).
+    struct Gate {
+        value: AtomicU64,
+        stopped: AtomicBool,
+        entered: std::sync::Mutex<mpsc::Sender<()>>,
+        proceed: std::sync::Mutex<mpsc::Receiver<()>>,
+    }
+
+    impl GaugeFn for Gate {
+        fn increment(&self, _: f64) {}
+        fn decrement(&self, _: f64) {}
+        fn set(&self, value: f64) {
+            if value == 1.0 && !self.stopped.swap(true, Ordering::SeqCst) {
+                let _ = self.entered.lock().expect("entered").send(());
+                let _ = self
+                    .proceed
+                    .lock()
+                    .expect("proceed")
+                    .recv_timeout(Duration::from_millis(300));
+            }
+            self.value.store(value.to_bits(), Ordering::SeqCst);
+        }
+    }
+
+    struct GateRecorder(Arc<Gate>);
+
+    impl Recorder for GateRecorder {
+        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn register_counter(&self, _: &Key, _: &Metadata<'_>) -> Counter {
+            Counter::noop()
+        }
+        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+            Gauge::from_arc(self.0.clone())
+        }
+        fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
+            Histogram::noop()
+        }
+    }
+
+    /// Regression: the gauge was set after the breaker's lock was let go, so a thread
+    /// that half-opened the breaker could set `1` after another thread's later
+    /// transition (its probe failed: open) had set `2`, and the gauge read half-open
+    /// while the breaker was open.
+    #[test]
+    fn the_breaker_gauge_is_set_in_the_order_of_the_transitions() {
+        let (entered_tx, entered_rx) = mpsc::channel();
+        let (proceed_tx, proceed_rx) = mpsc::channel();
+        let gate = Arc::new(Gate {
+            value: AtomicU64::new(0),
+            stopped: AtomicBool::new(false),
+            entered: std::sync::Mutex::new(entered_tx),
+            proceed: std::sync::Mutex::new(proceed_rx),
+        });
+        let breaker = Arc::new(CircuitBreaker::new(
+            BreakerConfig {
+                mode: BreakerMode::ConsecutiveFailures { failures: 1 },
+                reset: Duration::ZERO,
+                probes: 2,
+                ..BreakerConfig::DEFAULT
+            },
+            "https://h".into(),
+            String::new(),
+            "https://h".into(),
+        ));
+        let recorder = Arc::new(GateRecorder(gate.clone()));
+        let fail = |b: &CircuitBreaker| {
+            let a = b.admit(Instant::now()).expect("admitted");
+            a.record(Outcome::Failure, || (Duration::ZERO, Instant::now()));
+        };
+        metrics::with_local_recorder(&*recorder, || fail(&breaker));
+        let gauge = || f64::from_bits(gate.value.load(Ordering::SeqCst));
+        assert_eq!(gauge(), 2.0, "open");
+
+        // A first probe half-opens it; its thread stops while setting the gauge.
+        let first = std::thread::spawn({
+            let (breaker, recorder) = (breaker.clone(), recorder.clone());
+            move || {
+                metrics::with_local_recorder(&*recorder, || {
+                    let probe = breaker.admit(Instant::now()).expect("a probe");
+                    drop(probe);
+                })
+            }
+        });
+        entered_rx.recv().expect("the first probe half-opened it");
+        // A second probe fails: open again.
+        let (done_tx, done_rx) = mpsc::channel();
+        let second = std::thread::spawn({
+            let (breaker, recorder) = (breaker.clone(), recorder.clone());
+            move || {
+                metrics::with_local_recorder(&*recorder, || fail(&breaker));
+                let _ = done_tx.send(());
+            }
+        });
+        let _ = done_rx.recv_timeout(Duration::from_millis(100));
+        let _ = proceed_tx.send(());
+        first.join().expect("first");
+        second.join().expect("second");
+        assert_eq!(breaker.snapshot(Instant::now()).phase, Phase::Open);
+        assert_eq!(gauge(), 2.0, "the gauge reads the breaker's state");
+    }
 }
