@@ -6,11 +6,11 @@
 #[path = "support/recorder.rs"]
 mod recorder;
 
+use recorder::Recorded;
 use resilient_api::bulkhead::BulkheadConfig;
 use resilient_api::circuit_breaker::state::Phase;
 use resilient_api::testing::{ScriptedTransport, Step};
 use resilient_api::{ApiError, CallOptions, Engine, ErrorKind, resilient_api};
-use recorder::Recorded;
 use tests::{assert_nothing_leaked, ms, scripted, settle};
 
 const EP: (&str, &str) = ("endpoint", "resource");
@@ -202,7 +202,11 @@ async fn hedge_branches_are_requests_not_retries_and_leave_no_gauge_behind() {
     let api = scripted::<HedgedClient>(&t);
 
     assert_eq!(api.resource().await.expect("the hedge wins"), "fast");
-    assert_eq!(m.counter(REQUESTS, &[EP, DEFAULT]), 2, "hedges are requests");
+    assert_eq!(
+        m.counter(REQUESTS, &[EP, DEFAULT]),
+        2,
+        "hedges are requests"
+    );
     assert_eq!(m.counter(RETRIES, &[EP, DEFAULT]), 0, "a hedge is no retry");
     assert_eq!(m.counter(CALLS, &[EP, DEFAULT, ("outcome", "ok")]), 1);
     assert_eq!(m.histogram(DURATION, &[EP, DEFAULT]), vec![0.015]);
@@ -275,7 +279,11 @@ async fn a_coalesced_attempt_is_in_flight_until_its_last_caller_leaves() {
     assert_eq!(t.attempts(), 1);
     assert_eq!(m.gauge(IN_FLIGHT, &[EP, DEFAULT]), Some(1.0));
     drop(a);
-    assert_eq!(m.gauge(IN_FLIGHT, &[EP, DEFAULT]), Some(1.0), "b still waits");
+    assert_eq!(
+        m.gauge(IN_FLIGHT, &[EP, DEFAULT]),
+        Some(1.0),
+        "b still waits"
+    );
     assert_eq!(b.await.expect("served"), "ok");
     assert_eq!(m.gauge(IN_FLIGHT, &[EP, DEFAULT]), Some(0.0));
     assert_eq!(m.counter(REQUESTS, &[EP, DEFAULT]), 1, "one attempt sent");
@@ -334,7 +342,11 @@ async fn the_breaker_gauge_follows_a_transition_made_after_the_caller_dropped() 
     assert_eq!(api.circuit_state().phase, Phase::HalfOpen);
     drop(call);
     assert_eq!(api.circuit_state().phase, Phase::Open);
-    assert_eq!(state(), Some(2.0), "reopened by the failure the drop recorded");
+    assert_eq!(
+        state(),
+        Some(2.0),
+        "reopened by the failure the drop recorded"
+    );
     m.assert_gauges_at_rest();
 
     // And closed by two successful probes.
@@ -350,4 +362,85 @@ async fn the_breaker_gauge_follows_a_transition_made_after_the_caller_dropped() 
     assert_eq!(state(), Some(0.0));
     settle().await;
     m.assert_gauges_at_rest();
+}
+
+/// Attempts time out after 50 ms; no retries; a breaker that never trips here.
+#[resilient_api(
+    timeout(attempt = "50ms", total = "1s"),
+    retry(max = 0),
+    breaker(failures = 100)
+)]
+pub trait Outcomes {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+/// Every way a call ends has its outcome, once, and its exact duration on the paused
+/// clock; every series carries `endpoint` and `partition`.
+#[tokio::test(start_paused = true)]
+async fn each_end_of_a_call_is_one_outcome_with_its_exact_duration() {
+    let m = Recorded::new();
+    let _installed = metrics::set_default_local_recorder(&m);
+    let t = ScriptedTransport::new([]);
+    let api = scripted::<OutcomesClient>(&t);
+    let token_api =
+        || api.with_options(CallOptions::new().cancel_on(resilient_api::CancellationToken::new()));
+    let cases: Vec<(Step, Option<std::time::Duration>, bool, &str, f64)> = vec![
+        (
+            Step::status(200).body("ok").delay(ms(7)),
+            None,
+            false,
+            "ok",
+            0.007,
+        ),
+        (Step::status(404).delay(ms(3)), None, false, "status", 0.003),
+        (Step::hang(), None, false, "attempt_timeout", 0.05),
+        (Step::hang(), None, true, "attempt_timeout", 0.05),
+        (Step::hang(), Some(ms(30)), false, "deadline", 0.03),
+        (Step::hang(), Some(ms(30)), true, "deadline", 0.03),
+        (Step::connect_error(), None, false, "connect", 0.0),
+        (Step::reset(), None, true, "transport", 0.0),
+    ];
+    let n = cases.len() as u64;
+    for (step, deadline, with_token, outcome, took) in cases {
+        t.push([step]);
+        let before = m.histogram(DURATION, &[EP, DEFAULT]).len();
+        let mut client = if with_token { token_api() } else { api.clone() };
+        if let Some(d) = deadline {
+            client = client.with_options(CallOptions::new().deadline(d));
+        }
+        let r = client.resource().await;
+        let got = r.as_ref().map_or_else(|e| e.kind().as_str(), |_| "ok");
+        assert_eq!(got, outcome);
+        assert_eq!(
+            m.histogram(DURATION, &[EP, DEFAULT])[before..],
+            [took],
+            "{outcome}"
+        );
+        assert_eq!(m.gauge(IN_FLIGHT, &[EP, DEFAULT]), Some(0.0), "{outcome}");
+    }
+    let counted: u64 = [
+        "ok",
+        "status",
+        "attempt_timeout",
+        "deadline",
+        "connect",
+        "transport",
+    ]
+    .iter()
+    .map(|o| m.counter(CALLS, &[EP, DEFAULT, ("outcome", o)]))
+    .sum();
+    assert_eq!(counted, n, "one outcome per call");
+    assert_eq!(m.counter(REQUESTS, &[EP, DEFAULT]), n);
+    for series in m.all_series() {
+        if series.starts_with(DEPTH) || series.starts_with("resilient_api_breaker_state") {
+            continue;
+        }
+        assert!(
+            series.contains("endpoint=resource") && series.contains("partition=default"),
+            "{series}"
+        );
+        assert!(!series.contains("example.test"), "{series}");
+    }
+    assert_nothing_leaked(&t);
 }
