@@ -444,3 +444,85 @@ async fn each_end_of_a_call_is_one_outcome_with_its_exact_duration() {
     }
     assert_nothing_leaked(&t);
 }
+
+/// A coalesced read that trips its breaker on one failure.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 0),
+    breaker(failures = 1, reset = "1s")
+)]
+pub trait SharedFragile {
+    #[get("/resource")]
+    #[coalesce]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+/// The caller whose call started the shared execution leaves by its deadline; the
+/// execution's 503 trips the breaker after that, and the gauge follows. Each caller is
+/// one call with its own outcome and duration; the execution is one request.
+#[tokio::test(start_paused = true)]
+async fn a_coalesced_outcome_after_its_first_caller_left_moves_the_breaker_gauge() {
+    let m = Recorded::new();
+    let _installed = metrics::set_default_local_recorder(&m);
+    let t = ScriptedTransport::new([Step::status(503).delay(ms(50))]);
+    let api = scripted::<SharedFragileClient>(&t);
+    let short = api.with_options(CallOptions::new().deadline(ms(20)));
+
+    let (a, b) = tokio::join!(short.resource(), api.resource());
+    assert_eq!(a.expect_err("left").kind(), ErrorKind::Deadline);
+    assert_eq!(b.expect_err("503").kind(), ErrorKind::Status);
+    assert_eq!(
+        m.gauge(
+            "resilient_api_breaker_state",
+            &[("origin", "https://example.test"), DEFAULT]
+        ),
+        Some(2.0)
+    );
+    assert_eq!(m.counter(REQUESTS, &[EP, DEFAULT]), 1);
+    assert_eq!(m.counter(CALLS, &[EP, DEFAULT, ("outcome", "deadline")]), 1);
+    assert_eq!(m.counter(CALLS, &[EP, DEFAULT, ("outcome", "status")]), 1);
+    let mut took = m.histogram(DURATION, &[EP, DEFAULT]);
+    took.sort_by(f64::total_cmp);
+    assert_eq!(took, [0.02, 0.05]);
+    m.assert_gauges_at_rest();
+    assert_nothing_leaked(&t);
+}
+
+/// Retries on 503; one failure opens the breaker for 1 s.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 2, backoff = fixed(delay = "20ms"), on = [503]),
+    breaker(failures = 1, reset = "1s")
+)]
+pub trait RetryTrips {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+/// A retry the open breaker refuses is no retry: the call ends as a rejection by the
+/// breaker, counted once, after one request.
+#[tokio::test(start_paused = true)]
+async fn a_retry_refused_by_the_breaker_is_a_rejection_not_a_retry() {
+    let m = Recorded::new();
+    let _installed = metrics::set_default_local_recorder(&m);
+    let t = ScriptedTransport::new([Step::status(503)]);
+    let api = scripted::<RetryTripsClient>(&t);
+
+    let e = api.resource().await.expect_err("refused");
+    assert_eq!(e.kind(), ErrorKind::CircuitOpen);
+    assert_eq!(m.counter(REQUESTS, &[EP, DEFAULT]), 1);
+    assert_eq!(m.counter(RETRIES, &[EP, DEFAULT]), 0);
+    assert_eq!(
+        m.counter(CALLS, &[EP, DEFAULT, ("outcome", "circuit_open")]),
+        1
+    );
+    assert_eq!(
+        m.counter(
+            "resilient_api_rejections_total",
+            &[EP, DEFAULT, ("policy", "circuit_breaker")]
+        ),
+        1
+    );
+    m.assert_gauges_at_rest();
+    assert_nothing_leaked(&t);
+}
