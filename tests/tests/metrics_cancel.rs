@@ -526,3 +526,80 @@ async fn a_retry_refused_by_the_breaker_is_a_rejection_not_a_retry() {
     m.assert_gauges_at_rest();
     assert_nothing_leaked(&t);
 }
+
+/// Three branches 10 ms apart.
+#[resilient_api(timeout(attempt = "1s"), retry(max = 0))]
+pub trait Wide {
+    #[get("/resource")]
+    #[hedge(delay = "10ms", max = 3)]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+/// A hedged call cancelled through its token with three branches in flight: one
+/// `cancelled` call, three requests, nothing left in flight.
+#[tokio::test(start_paused = true)]
+async fn a_hedged_call_cancelled_with_three_branches_in_flight_leaves_none() {
+    let m = Recorded::new();
+    let _installed = metrics::set_default_local_recorder(&m);
+    let t = ScriptedTransport::new([Step::hang(), Step::hang(), Step::hang()]);
+    let api = scripted::<WideClient>(&t);
+    let token = resilient_api::CancellationToken::new();
+    let caller = api.with_options(CallOptions::new().cancel_on(token.clone()));
+
+    let call = tokio::spawn(async move { caller.resource().await });
+    tokio::time::sleep(ms(25)).await;
+    assert_eq!(m.gauge(IN_FLIGHT, &[EP, DEFAULT]), Some(3.0));
+    token.cancel();
+    let e = call.await.expect("joins").expect_err("cancelled");
+    assert_eq!(e.kind(), ErrorKind::Cancelled);
+    assert_eq!(m.gauge(IN_FLIGHT, &[EP, DEFAULT]), Some(0.0));
+    assert_eq!(m.counter(REQUESTS, &[EP, DEFAULT]), 3);
+    assert_eq!(m.counter(RETRIES, &[EP, DEFAULT]), 0);
+    assert_eq!(
+        m.counter(CALLS, &[EP, DEFAULT, ("outcome", "cancelled")]),
+        1
+    );
+    assert_eq!(m.histogram(DURATION, &[EP, DEFAULT]), [0.025]);
+    m.assert_gauges_at_rest();
+    assert_nothing_leaked(&t);
+}
+
+/// A coalesced read behind one permit and a queue of one.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 0),
+    bulkhead(concurrency = 1, queue = 1)
+)]
+pub trait SharedNarrow {
+    #[get("/resource")]
+    #[coalesce]
+    async fn resource(&self) -> Result<String, ApiError>;
+
+    #[get("/resource")]
+    async fn plain(&self) -> Result<String, ApiError>;
+}
+
+/// A shared execution waiting in the bulkhead queue stays counted while one caller
+/// is left, and leaves the queue when the last one does.
+#[tokio::test(start_paused = true)]
+async fn a_queued_shared_execution_leaves_the_queue_with_its_last_caller() {
+    let m = Recorded::new();
+    let _installed = metrics::set_default_local_recorder(&m);
+    let t = ScriptedTransport::new([Step::hang()]);
+    let api = scripted::<SharedNarrowClient>(&t);
+
+    let mut holder = Box::pin(api.plain());
+    run_for(&mut holder, ms(5)).await;
+    let mut a = Box::pin(api.resource());
+    let mut b = Box::pin(api.resource());
+    run_for(&mut a, ms(5)).await;
+    run_for(&mut b, ms(5)).await;
+    assert_eq!(m.gauge(DEPTH, &[DEFAULT]), Some(1.0), "one shared waiter");
+    drop(a);
+    assert_eq!(m.gauge(DEPTH, &[DEFAULT]), Some(1.0), "b still waits");
+    drop(b);
+    assert_eq!(m.gauge(DEPTH, &[DEFAULT]), Some(0.0));
+    drop(holder);
+    m.assert_gauges_at_rest();
+    assert_nothing_leaked(&t);
+}
