@@ -7,82 +7,13 @@
 //! gauges on every snapshot, which would turn a gauge read twice into a delta.
 #![cfg(feature = "metrics")]
 
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, atomic::AtomicU64};
+#[path = "support/recorder.rs"]
+mod recorder;
 
-use metrics::{
-    Counter, Gauge, Histogram, Key, KeyName, Label, Metadata, Recorder, SharedString, Unit,
-};
-use metrics_util::registry::{AtomicStorage, Registry};
+use recorder::Recorded;
 use resilient_api::testing::{ScriptedTransport, Step};
 use resilient_api::{ApiError, CallOptions, CancellationToken, ErrorKind, resilient_api};
 use tests::{assert_nothing_leaked, ms, scripted, settle};
-
-/// A recorder that keeps every value until it is dropped.
-struct Recorded(Registry<Key, AtomicStorage>);
-
-impl Recorded {
-    fn new() -> Self {
-        Recorded(Registry::atomic())
-    }
-
-    fn key(name: &'static str, labels: &[(&'static str, &'static str)]) -> Key {
-        let labels: Vec<Label> = labels.iter().map(|&(k, v)| Label::new(k, v)).collect();
-        Key::from_parts(name, labels)
-    }
-
-    /// A counter's value; `0` if it was never touched.
-    fn counter(&self, name: &'static str, labels: &[(&'static str, &'static str)]) -> u64 {
-        self.0
-            .get_counter(&Self::key(name, labels))
-            .map_or(0, |c| c.load(Ordering::SeqCst))
-    }
-
-    /// A gauge's value; `None` if it was never touched.
-    fn gauge(&self, name: &'static str, labels: &[(&'static str, &'static str)]) -> Option<f64> {
-        self.0
-            .get_gauge(&Self::key(name, labels))
-            .map(|g| f64::from_bits(g.load(Ordering::SeqCst)))
-    }
-
-    /// A histogram's samples.
-    fn histogram(&self, name: &'static str, labels: &[(&'static str, &'static str)]) -> Vec<f64> {
-        self.0
-            .get_histogram(&Self::key(name, labels))
-            .map_or_else(Vec::new, |h| h.data())
-    }
-
-    /// How many series of `name` there are (with any labels).
-    fn series(&self, name: &str) -> usize {
-        let mut n = 0;
-        let mut count = |k: &Key| n += usize::from(k.name() == name);
-        self.0.visit_counters(|k, _| count(k));
-        self.0.visit_gauges(|k, _| count(k));
-        self.0.visit_histograms(|k, _| count(k));
-        n
-    }
-}
-
-impl Recorder for Recorded {
-    fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-    fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-    fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-
-    fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
-        self.0
-            .get_or_create_counter(key, |c: &Arc<AtomicU64>| Counter::from_arc(c.clone()))
-    }
-
-    fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
-        self.0
-            .get_or_create_gauge(key, |g: &Arc<AtomicU64>| Gauge::from_arc(g.clone()))
-    }
-
-    fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
-        self.0
-            .get_or_create_histogram(key, |h| Histogram::from_arc(h.clone()))
-    }
-}
 
 const EP: (&str, &str) = ("endpoint", "resource");
 const DEFAULT: (&str, &str) = ("partition", "default");

@@ -53,6 +53,14 @@ impl Recorded {
             .map_or_else(Vec::new, |h| h.data())
     }
 
+    /// How many series of `name` there are (with any labels).
+    pub fn series(&self, name: &str) -> usize {
+        self.all_series()
+            .iter()
+            .filter(|s| s.split('{').next() == Some(name))
+            .count()
+    }
+
     /// Every series, as `name{label=value,...}`, sorted.
     pub fn all_series(&self) -> Vec<String> {
         let mut out = Vec::new();
