@@ -1,0 +1,10 @@
+// `client = "..."` names a type: the string must be an identifier.
+use resilient_api::{ApiError, resilient_api};
+
+#[resilient_api(timeout(attempt = "3s"), client = "Users Client")]
+pub trait Users {
+    #[get("/users/{id}")]
+    async fn user(&self, id: u64) -> Result<String, ApiError>;
+}
+
+fn main() {}

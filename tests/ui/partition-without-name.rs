@@ -1,0 +1,11 @@
+// `#[partition]` needs the partition's name.
+use resilient_api::{ApiError, resilient_api};
+
+#[resilient_api(timeout(attempt = "3s"))]
+pub trait Users {
+    #[get("/users/{id}")]
+    #[partition]
+    async fn user(&self, id: u64) -> Result<String, ApiError>;
+}
+
+fn main() {}
