@@ -1,0 +1,10 @@
+// A `#[resilient_api]` trait cannot be `unsafe`.
+use resilient_api::{ApiError, resilient_api};
+
+#[resilient_api(timeout(attempt = "3s"))]
+pub unsafe trait Users {
+    #[get("/users/{id}")]
+    async fn user(&self, id: u64) -> Result<String, ApiError>;
+}
+
+fn main() {}
