@@ -1,0 +1,10 @@
+// A `}` in a path template must close a `{`.
+use resilient_api::{ApiError, resilient_api};
+
+#[resilient_api(timeout(attempt = "3s"))]
+pub trait Users {
+    #[get("/users/id}")]
+    async fn user(&self, #[query] id: u64) -> Result<String, ApiError>;
+}
+
+fn main() {}

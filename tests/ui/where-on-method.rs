@@ -1,0 +1,12 @@
+// An endpoint cannot have a `where` clause.
+use resilient_api::{ApiError, resilient_api};
+
+#[resilient_api(timeout(attempt = "3s"))]
+pub trait Users {
+    #[get("/users/{id}")]
+    async fn user(&self, id: u64) -> Result<String, ApiError>
+    where
+        Self: Sized;
+}
+
+fn main() {}
