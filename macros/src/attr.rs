@@ -223,7 +223,8 @@ pub struct MethodAttrs {
     pub verbs: Vec<VerbAttr>,
     pub policy: PolicyAttrs,
     pub idempotent: Option<Span>,
-    /// The header that carries the key, and the span of the attribute.
+    /// The header that carries the key, and the span of its name (of the attribute
+    /// for the default name).
     pub idempotency_key: Option<Sp<String>>,
     pub hedge: Option<Group<HedgeAttr>>,
     pub coalesce: Option<Span>,
@@ -868,19 +869,20 @@ pub fn method_attrs(cx: &Ctxt, attrs: &[Attribute]) -> MethodAttrs {
                 None => *slot = Some(span),
             }
         } else if path == IDEMPOTENCY_KEY {
+            // The span of the header's name when written, for errors about the name.
             let header = match &attr.meta {
-                Meta::Path(_) => Some("Idempotency-Key".to_owned()),
+                Meta::Path(_) => Some(("Idempotency-Key".to_owned(), span)),
                 _ => single_string(
                     cx,
                     attr,
                     "#[idempotency_key(\"Idempotency-Key\")]",
                     "a header name string such as `\"Idempotency-Key\"`",
                 )
-                .map(|s| s.value()),
+                .map(|s| (s.value(), s.span())),
             };
             if out.idempotency_key.is_some() {
                 dup("idempotency_key");
-            } else if let Some(value) = header {
+            } else if let Some((value, span)) = header {
                 out.idempotency_key = Some(Sp {
                     value,
                     span,
