@@ -724,7 +724,10 @@ fn stub_impl(api: &Api, user_trait: &ItemTrait) -> TokenStream {
         if method.default.is_some() {
             continue;
         }
-        let sig = &method.sig;
+        // rustc already refuses `const` on a trait method: not again on the stub.
+        let mut sig = method.sig.clone();
+        sig.constness = None;
+        let sig = &sig;
         let returns_future = api
             .endpoints
             .iter()
@@ -744,8 +747,10 @@ fn stub_impl(api: &Api, user_trait: &ItemTrait) -> TokenStream {
     }
     let trait_ident = &api.item.ident;
     let client = &api.client;
+    // An `unsafe trait` is refused already; a safe `impl` of it would add an error.
+    let unsafety = &api.item.unsafety;
     quote! {
-        impl #trait_ident for #client {
+        #unsafety impl #trait_ident for #client {
             #(#methods)*
         }
     }
