@@ -1,4 +1,6 @@
-// Every mistake is reported in one build, each at its own token.
+// Every mistake is reported in one build, each at its own token: those found while
+// parsing the trait's attribute, a method's attributes and a parameter's, and those
+// of the rules checked over the whole model afterwards.
 use resilient_api::{ApiError, resilient_api};
 
 #[resilient_api(
@@ -9,11 +11,12 @@ use resilient_api::{ApiError, resilient_api};
 )]
 pub trait Shop {
     #[get("/orders/{order}")]
+    #[timeout(attempt = "3 s")]
     fn order(&self) -> Result<String, ApiError>;
 
     #[post("/orders")]
     #[hedge(delay = "50ms", max = 1)]
-    async fn place(&self, #[body] order: &str, note: &str) -> Result<String, ApiError>;
+    async fn place(&self, #[body(jsn)] order: &str, note: &str) -> Result<String, ApiError>;
 
     #[get("orders")]
     #[get("/orders")]
