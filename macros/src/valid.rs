@@ -314,8 +314,14 @@ fn check_bulkhead(cx: &Ctxt, b: &BulkheadAttr) {
 
 fn check_rate_limit(cx: &Ctxt, r: &RateLimitAttr, span: Span, level: Level) {
     match &r.per_second {
-        Some(rate) if !(rate.value > 0.0 && rate.value.is_finite()) => {
+        Some(rate) if rate.value.is_nan() || rate.value <= 0.0 => {
             cx.error_at(rate.span, "`per_second` must be greater than zero");
+        }
+        Some(rate) if !rate.value.is_finite() => {
+            cx.error_at(
+                rate.span,
+                "`per_second` is too large: it does not fit in an `f64`",
+            );
         }
         // On a method, the trait's rate may fill it in: checked on the merged policy.
         None if level == Level::Trait && !r.rate_named => {
