@@ -259,6 +259,9 @@ pub enum RoleKind {
 pub struct RoleAttr {
     pub kind: RoleKind,
     pub span: Span,
+    /// Its arguments were malformed (already reported): a header name missing from
+    /// them is not a second mistake.
+    pub malformed: bool,
 }
 
 pub const TRAIT_KEYS: &[Symbol] = &[
@@ -958,6 +961,7 @@ pub fn param_roles(cx: &Ctxt, attrs: &mut Vec<Attribute>) -> Vec<RoleAttr> {
     attrs.retain(|attr| {
         let path = attr.path();
         let span = path.span();
+        let mut malformed = false;
         let kind = if path == PATH {
             if !matches!(attr.meta, Meta::Path(_)) {
                 cx.error_spanned_by(
@@ -968,7 +972,8 @@ pub fn param_roles(cx: &Ctxt, attrs: &mut Vec<Attribute>) -> Vec<RoleAttr> {
             Some(RoleKind::Path)
         } else if path == QUERY || path == HEADER {
             let is_query = path == QUERY;
-            let (name, secret) = name_and_secret(cx, attr, is_query);
+            let (name, secret, ok) = name_and_secret(cx, attr, is_query);
+            malformed = !ok;
             if is_query {
                 Some(RoleKind::Query { name, secret })
             } else {
@@ -1036,7 +1041,11 @@ pub fn param_roles(cx: &Ctxt, attrs: &mut Vec<Attribute>) -> Vec<RoleAttr> {
         };
         match kind {
             Some(kind) => {
-                roles.push(RoleAttr { kind, span });
+                roles.push(RoleAttr {
+                    kind,
+                    span,
+                    malformed,
+                });
                 false
             }
             None => true,
@@ -1045,19 +1054,21 @@ pub fn param_roles(cx: &Ctxt, attrs: &mut Vec<Attribute>) -> Vec<RoleAttr> {
     roles
 }
 
-/// `#[query]`, `#[query("name")]`, `#[query("name", secret)]`, `#[header("Name", secret)]`.
-fn name_and_secret(cx: &Ctxt, attr: &Attribute, is_query: bool) -> (Option<LitStr>, bool) {
+/// `#[query]`, `#[query("name")]`, `#[query("name", secret)]`, `#[header("Name", secret)]`:
+/// the name, whether secret, and whether the arguments were well formed (a mistake is
+/// reported here).
+fn name_and_secret(cx: &Ctxt, attr: &Attribute, is_query: bool) -> (Option<LitStr>, bool, bool) {
     let example = if is_query {
         "`#[query]`, `#[query(\"name\")]` or `#[query(\"name\", secret)]`"
     } else {
         "`#[header(\"X-Name\")]` or `#[header(\"X-Name\", secret)]`"
     };
     let list = match &attr.meta {
-        Meta::Path(_) => return (None, false),
+        Meta::Path(_) => return (None, false, true),
         Meta::List(list) => list,
         Meta::NameValue(_) => {
             cx.error_spanned_by(attr, format!("expected {example}"));
-            return (None, false);
+            return (None, false, false);
         }
     };
     let parser = syn::punctuated::Punctuated::<Expr, Token![,]>::parse_terminated;
@@ -1065,21 +1076,25 @@ fn name_and_secret(cx: &Ctxt, attr: &Attribute, is_query: bool) -> (Option<LitSt
         Ok(items) => items,
         Err(err) => {
             cx.syn_error(err);
-            return (None, false);
+            return (None, false, false);
         }
     };
     let mut name = None;
     let mut secret = false;
+    let mut ok = true;
     for (i, item) in items.iter().enumerate() {
         match item {
             Expr::Lit(ExprLit {
                 lit: Lit::Str(s), ..
             }) if i == 0 => name = Some(s.clone()),
             Expr::Path(p) if p.path == SECRET && !secret => secret = true,
-            _ => cx.error_spanned_by(item, format!("expected {example}")),
+            _ => {
+                cx.error_spanned_by(item, format!("expected {example}"));
+                ok = false;
+            }
         }
     }
-    (name, secret)
+    (name, secret, ok)
 }
 
 #[cfg(test)]

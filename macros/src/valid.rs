@@ -583,6 +583,8 @@ fn check_params(cx: &Ctxt, e: &Endpoint) {
                         role_name(other)
                     ),
                 ),
+                // A malformed `#[header(...)]` was reported as that alone.
+                RoleKind::Header { name: None, .. } if role.malformed => {}
                 RoleKind::Header { name: None, .. } => cx.error_at(
                     role.span,
                     format!("`#[header]` needs the header's name: `#[header(\"X-Name\")] {name}: ...`"),
