@@ -606,6 +606,19 @@ fn check_params(cx: &Ctxt, e: &Endpoint) {
                         ),
                         None => headers.push((lower, name)),
                     }
+                    if let Some(key) = &e.attrs.idempotency_key
+                        && key.value.eq_ignore_ascii_case(&header.value())
+                    {
+                        cx.error_spanned_by(
+                            header,
+                            format!(
+                                "`{}` is the idempotency key of `{}`, which `#[idempotency_key]` makes anew for every call; a parameter cannot set it too. To pass the caller's own key, remove `#[idempotency_key]`: a required `{}` parameter makes the method retryable by itself",
+                                header.value(),
+                                e.ident,
+                                key.value
+                            ),
+                        );
+                    }
                     // The caller's key is what makes this method retryable.
                     let keyed_otherwise = e.verb().is_none_or(|v| v.is_idempotent())
                         || e.attrs.idempotent.is_some()
@@ -754,6 +767,28 @@ fn check_effective(cx: &Ctxt, e: &Endpoint, defaults_known: bool) {
                         max.value
                     ),
                 ),
+            }
+        }
+        // Never retried: statuses or a backoff named on the method would do nothing.
+        let retried = p.retry_max.as_ref().is_some_and(|max| max.value > 0);
+        if let Some(r) = &e.attrs.policy.retry
+            && !retried
+        {
+            let named = [
+                r.attr.on_key.map(|span| (span, "on")),
+                r.attr.backoff.as_ref().map(|b| (b.span, "backoff")),
+                r.attr
+                    .retry_after_cap
+                    .as_ref()
+                    .map(|c| (c.span, "retry_after_cap")),
+            ];
+            for (span, key) in named.into_iter().flatten() {
+                cx.error_at(
+                    span,
+                    format!(
+                        "{WHY}, so a method with `#[body(stream)]` is never retried: its `{key}` would do nothing; remove it"
+                    ),
+                );
             }
         }
         if let Some(h) = &e.attrs.hedge {
