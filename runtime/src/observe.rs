@@ -19,7 +19,11 @@
 //!
 //! Labels: `endpoint` is the trait method's name; `partition` is the partition's
 //! name, or `default` for the partition an endpoint without `partition = ...` uses
-//! (so a partition named `default` shares its series).
+//! (so a partition named `default` shares its series, and one named `global` shares
+//! the queue-depth series of the engine's global bulkhead). A breaker's series is
+//! keyed by origin and partition only: two clients of one API and one host that do
+//! not share an engine have a breaker each, and both write the one series (it shows
+//! the latest transition of either).
 //!
 //! | name | kind | labels | meaning |
 //! | --- | --- | --- | --- |
