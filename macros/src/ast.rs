@@ -19,6 +19,8 @@ use crate::attr::{
     PolicyAttrs, RateLimitAttr, RoleAttr, RoleKind, Sp, TraitAttrs, Verb,
 };
 use crate::ctxt::Ctxt;
+use crate::template;
+pub use crate::template::Part;
 
 pub struct Api {
     /// The trait as it will be re-emitted: our attributes stripped.
@@ -121,107 +123,15 @@ pub struct Template {
     pub problems: Vec<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Part {
-    Lit(String),
-    Param(usize),
-}
-
 impl Template {
+    /// Splits the literal's text: the rules are in `template.rs`.
     pub fn parse(lit: LitStr) -> Template {
         let value = lit.value();
-        let mut parts = Vec::new();
-        let mut names: Vec<String> = Vec::new();
-        let mut problems = Vec::new();
-        if !value.starts_with('/') {
-            problems.push(format!(
-                "path template `{value}` must start with `/`, such as `\"/users/{{id}}\"`"
-            ));
-        }
-        if value.contains('\\') {
-            problems.push(format!(
-                "path template `{value}` cannot hold `\\`: URL parsers read it as `/`"
-            ));
-        }
-        // `..` would climb out of the base URL's path (`"/../admin"`), and the URL parser
-        // resolves the percent-encoded forms too.
-        if let Some(dots) = value.split('/').find(|seg| {
-            matches!(
-                seg.to_ascii_lowercase().as_str(),
-                "." | ".." | "%2e" | ".%2e" | "%2e." | "%2e%2e"
-            )
-        }) {
-            problems.push(format!(
-                "path template `{value}` cannot hold a `{dots}` segment: the URL parser resolves `.` and `..`, and `..` climbs out of the base URL's path"
-            ));
-        }
-        // `?` or `#` outside the braces (`{r#type}` names a parameter).
-        let mut query_or_fragment = false;
-        let mut text = String::new();
-        let mut rest = value.as_str();
-        while let Some(c) = rest.chars().next() {
-            match c {
-                '{' => {
-                    let Some(end) = rest.find('}') else {
-                        problems.push(format!(
-                            "unbalanced braces in path template `{value}`: `{{` is never closed"
-                        ));
-                        break;
-                    };
-                    let name = &rest[1..end];
-                    if name.contains('{') {
-                        problems.push(format!(
-                            "unbalanced braces in path template `{value}`: `{{` inside `{{...}}`"
-                        ));
-                        break;
-                    }
-                    // Exactly an identifier (`syn` alone would skip spaces and comments);
-                    // `{type}` and `{r#type}` both name the parameter `r#type`.
-                    let bare = name.strip_prefix("r#").unwrap_or(name);
-                    let is_ident = |s: &str| syn::parse_str::<Ident>(s).is_ok_and(|i| i == s);
-                    if name.trim() != name && !name.trim().is_empty() {
-                        problems.push(format!(
-                            "`{{{name}}}` in path template `{value}` has spaces: write `{{{}}}`",
-                            name.trim()
-                        ));
-                    } else if !is_ident(bare) && !is_ident(&format!("r#{bare}")) {
-                        problems.push(format!(
-                            "`{{{name}}}` in path template `{value}` must name a parameter, such as `{{id}}`"
-                        ));
-                    } else if names.iter().any(|n| n == bare) {
-                        problems.push(format!(
-                            "`{{{name}}}` appears twice in path template `{value}`"
-                        ));
-                    } else {
-                        if !text.is_empty() {
-                            parts.push(Part::Lit(std::mem::take(&mut text)));
-                        }
-                        parts.push(Part::Param(names.len()));
-                        names.push(bare.to_owned());
-                    }
-                    rest = &rest[end + 1..];
-                }
-                '}' => {
-                    problems.push(format!(
-                        "unbalanced braces in path template `{value}`: `}}` without `{{`"
-                    ));
-                    break;
-                }
-                _ => {
-                    query_or_fragment |= matches!(c, '?' | '#');
-                    text.push(c);
-                    rest = &rest[c.len_utf8()..];
-                }
-            }
-        }
-        if query_or_fragment {
-            problems.push(format!(
-                "path template `{value}` cannot hold a query or fragment: use a `#[query]` parameter"
-            ));
-        }
-        if !text.is_empty() {
-            parts.push(Part::Lit(text));
-        }
+        let template::Parsed {
+            parts,
+            names,
+            problems,
+        } = template::parse(&value);
         Template {
             lit,
             value,

@@ -14,6 +14,7 @@ mod ctxt;
 mod expand;
 mod policy;
 mod symbol;
+mod template;
 mod valid;
 mod value;
 
