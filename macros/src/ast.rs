@@ -511,6 +511,7 @@ impl Ret {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn template(s: &str) -> Template {
         Template::parse(LitStr::new(s, Span::call_site()))
@@ -581,5 +582,205 @@ mod tests {
     fn template_dots_inside_a_segment_are_text() {
         let t = template("/v1.2/files/{name}.tar.gz/..x");
         assert!(t.problems.is_empty(), "{:?}", t.problems);
+    }
+
+    /// Text made of the pieces templates are made of, so that braces, names, raw
+    /// prefixes, dots, escapes and non-ASCII meet far more often than at random. The
+    /// second half is mostly well-formed, so that dot segments and names are judged
+    /// in templates with nothing else wrong.
+    fn template_like() -> impl Strategy<Value = String> {
+        let any_piece = prop::sample::select(vec![
+            "/", "/", "{", "}", "{", "}", "r#", "id", "type", "self", "_", "x1", "é", "e\u{301}",
+            "中", ".", "..", "%", "%2e", "%2E", "?", "#", "\\", " ", "\t", "\n", "-", "0", "a",
+            "/*", "\"",
+        ]);
+        let segment = prop::sample::select(vec![
+            "",
+            "a",
+            "v1.2",
+            "~",
+            "é",
+            ".",
+            "..",
+            "%2e",
+            ".%2E",
+            "%2E%2e",
+            "...",
+            "..x",
+            "\t",
+            "{id}",
+            "{x}",
+            "{r#type}",
+            "{r#r#x}",
+            "{self}",
+            "{_}",
+            "{é}",
+            "{e\u{301}}",
+            "a{y}.b",
+        ]);
+        prop_oneof![
+            prop::collection::vec(any_piece, 0..24).prop_map(|pieces| pieces.concat()),
+            prop::collection::vec(segment, 0..6).prop_map(|segments| {
+                segments
+                    .iter()
+                    .map(|seg| format!("/{seg}"))
+                    .collect::<String>()
+            }),
+        ]
+    }
+
+    /// Whether `s` is exactly one identifier token to the lexer (`r#` included).
+    fn one_ident_token(s: &str) -> bool {
+        let Ok(tokens) = s.parse::<TokenStream>() else {
+            return false;
+        };
+        let mut tokens = tokens.into_iter();
+        match (tokens.next(), tokens.next()) {
+            (Some(proc_macro2::TokenTree::Ident(i)), None) => i == s,
+            _ => false,
+        }
+    }
+
+    fn is_dot_segment(seg: &str) -> bool {
+        let seg = seg.to_ascii_lowercase();
+        let seg = seg.replace("%2e", ".");
+        seg == "." || seg == ".."
+    }
+
+    /// What holds for the template of any text, and more for one without problems.
+    fn check_template(s: &str) -> Result<(), TestCaseError> {
+        let t = template(s);
+        prop_assert_eq!(&t.value, s);
+        // Parameters are numbered in template order, one part per name.
+        let params: Vec<usize> = t
+            .parts
+            .iter()
+            .filter_map(|p| match p {
+                Part::Param(i) => Some(*i),
+                Part::Lit(_) => None,
+            })
+            .collect();
+        prop_assert_eq!(params, (0..t.names.len()).collect::<Vec<_>>());
+        // Literal text is never empty, and two literals are never adjacent.
+        for (i, part) in t.parts.iter().enumerate() {
+            if let Part::Lit(text) = part {
+                prop_assert!(!text.is_empty());
+                prop_assert!(!matches!(t.parts.get(i + 1), Some(Part::Lit(_))));
+            }
+        }
+        // Each name is an identifier, as written or raw (`type` is `r#type`), and
+        // appears once.
+        for (i, name) in t.names.iter().enumerate() {
+            prop_assert!(
+                one_ident_token(name) || one_ident_token(&format!("r#{name}")),
+                "{:?}",
+                name
+            );
+            prop_assert!(!t.names[..i].contains(name), "{:?} twice", name);
+        }
+        if !t.problems.is_empty() {
+            return Ok(());
+        }
+        // Accepted: the parts give back the text exactly, a name as `{name}` or
+        // `{r#name}`, as it was written.
+        let mut rest = s;
+        for part in &t.parts {
+            match part {
+                Part::Lit(text) => {
+                    prop_assert!(!text.contains(['{', '}', '?', '#', '\\']), "{:?}", text);
+                    let Some(after) = rest.strip_prefix(text.as_str()) else {
+                        return Err(TestCaseError::fail(format!(
+                            "{text:?} is not next in {s:?}"
+                        )));
+                    };
+                    rest = after;
+                }
+                Part::Param(i) => {
+                    let name = &t.names[*i];
+                    let plain = format!("{{{name}}}");
+                    let raw = format!("{{r#{name}}}");
+                    let Some(after) = rest
+                        .strip_prefix(plain.as_str())
+                        .or_else(|| rest.strip_prefix(raw.as_str()))
+                    else {
+                        return Err(TestCaseError::fail(format!("{plain} is not next in {s:?}")));
+                    };
+                    rest = after;
+                }
+            }
+        }
+        prop_assert_eq!(rest, "");
+        prop_assert!(s.starts_with('/'));
+        prop_assert!(!s.split('/').any(is_dot_segment), "{:?}", s);
+        Ok(())
+    }
+
+    /// A template made of clean text and distinct names, with the parts and names it
+    /// must parse into.
+    fn clean_template() -> impl Strategy<Value = (String, Vec<Part>, Vec<String>)> {
+        let text = "[a-z0-9_~-]{0,4}(/[a-z0-9_~-]{1,4}(\\.[a-z0-9]{1,3})?){0,2}/?";
+        let name = prop_oneof![
+            "[a-zA-Z][a-zA-Z0-9_]{0,6}".prop_filter("not a name", |n| {
+                !matches!(n.as_str(), "self" | "Self" | "super" | "crate")
+            }),
+            "_[a-z0-9_]{1,4}",
+            prop::sample::select(vec![
+                "type", "r#type", "r#match", "async", "é", "naïve", "中"
+            ])
+            .prop_map(str::to_owned),
+        ];
+        let piece = (text, prop::option::of(name));
+        prop::collection::vec(piece, 1..6).prop_map(|pieces| {
+            let (mut s, mut parts, mut names) = (String::from("/"), Vec::new(), Vec::new());
+            let mut lit = String::from("/");
+            for (text, name) in pieces {
+                s.push_str(&text);
+                lit.push_str(&text);
+                let Some(mut name) = name else { continue };
+                let mut bare = name.strip_prefix("r#").unwrap_or(&name).to_owned();
+                while names.contains(&bare) {
+                    name.push('_');
+                    bare.push('_');
+                }
+                s.push_str(&format!("{{{name}}}"));
+                if !lit.is_empty() {
+                    parts.push(Part::Lit(std::mem::take(&mut lit)));
+                }
+                parts.push(Part::Param(names.len()));
+                names.push(bare);
+            }
+            if !lit.is_empty() {
+                parts.push(Part::Lit(lit));
+            }
+            (s, parts, names)
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn template_parse_holds_on_any_text(s in any::<String>()) {
+            check_template(&s)?;
+        }
+
+        #[test]
+        fn template_parse_holds_on_template_like_text(s in template_like()) {
+            check_template(&s)?;
+        }
+
+        #[test]
+        fn template_parse_holds_on_template_like_chars(
+            s in "[/{}a-zA-Z_.%?#\\\\ \t\u{e9}\u{301}\u{4e2d}0-9-]{0,32}",
+        ) {
+            check_template(&s)?;
+        }
+
+        #[test]
+        fn clean_templates_are_accepted_as_built((s, parts, names) in clean_template()) {
+            let t = template(&s);
+            prop_assert!(t.problems.is_empty(), "{:?}: {:?}", s, t.problems);
+            prop_assert_eq!(&t.parts, &parts, "{:?}", s);
+            prop_assert_eq!(&t.names, &names, "{:?}", s);
+            check_template(&s)?;
+        }
     }
 }
