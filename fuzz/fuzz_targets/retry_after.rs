@@ -4,6 +4,7 @@
 
 #![no_main]
 
+use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::header::{HeaderMap, HeaderValue, RETRY_AFTER};
@@ -14,7 +15,7 @@ use resilient_api::retry::retry_after::{parse_retry_after, parse_retry_after_ms,
 /// 2023-11-14 22:13:20 UTC.
 const BASE_SECS: u64 = 1_700_000_000;
 
-#[derive(Arbitrary, Debug)]
+#[derive(Arbitrary)]
 struct Input<'a> {
     /// Seconds from `BASE_SECS`, either way.
     now_offset: i32,
@@ -24,6 +25,27 @@ struct Input<'a> {
     ms: &'a [u8],
     /// The `Retry-After` value: the rest of the input.
     value: &'a [u8],
+}
+
+/// Byte strings as escaped text, for `cargo fuzz fmt` and failure messages.
+impl fmt::Debug for Input<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Input")
+            .field("now_offset", &self.now_offset)
+            .field("now_nanos", &self.now_nanos)
+            .field("cap_millis", &self.cap_millis)
+            .field("ms", &Bytes(self.ms))
+            .field("value", &Bytes(self.value))
+            .finish()
+    }
+}
+
+struct Bytes<'a>(&'a [u8]);
+
+impl fmt::Debug for Bytes<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "b\"{}\"", self.0.escape_ascii())
+    }
 }
 
 fn now(offset: i32, nanos: u32) -> SystemTime {
@@ -46,33 +68,39 @@ fn check_retry_after(value: &[u8], now: SystemTime) -> Option<Duration> {
     let wait = parse_retry_after(value, now);
     let trimmed = value.trim_ascii();
     if let Some(secs) = digits(trimmed) {
-        assert_eq!(wait, Some(Duration::from_secs(secs)), "{value:?}");
+        assert_eq!(wait, Some(Duration::from_secs(secs)), "{:?}", Bytes(value));
     } else if let Some(date) = std::str::from_utf8(trimmed)
         .ok()
         .and_then(|t| httpdate::parse_http_date(t).ok())
     {
         // At or before now: zero. Later: the exact wait rounded up to whole ms.
         let exact = date.duration_since(now).unwrap_or(Duration::ZERO);
-        let wait = wait.unwrap_or_else(|| panic!("no wait for the date {value:?}"));
-        assert!(wait >= exact, "{value:?}: {wait:?} < {exact:?}");
+        let wait = wait.unwrap_or_else(|| panic!("no wait for the date {:?}", Bytes(value)));
+        assert!(wait >= exact, "{:?}: {wait:?} < {exact:?}", Bytes(value));
         assert!(
             wait - exact < Duration::from_millis(1),
-            "{value:?}: {wait:?}"
+            "{:?}: {wait:?}",
+            Bytes(value)
         );
-        assert_eq!(wait.subsec_nanos() % 1_000_000, 0, "{value:?}: {wait:?}");
+        assert_eq!(
+            wait.subsec_nanos() % 1_000_000,
+            0,
+            "{:?}: {wait:?}",
+            Bytes(value)
+        );
     } else {
-        assert_eq!(wait, None, "{value:?}");
+        assert_eq!(wait, None, "{:?}", Bytes(value));
     }
     // Surrounding whitespace changes nothing.
     let padded = [b" \t", value, b"\r\n "].concat();
-    assert_eq!(parse_retry_after(&padded, now), wait, "{value:?}");
+    assert_eq!(parse_retry_after(&padded, now), wait, "{:?}", Bytes(value));
     wait
 }
 
 fn check_retry_after_ms(value: &[u8]) -> Option<Duration> {
     let wait = parse_retry_after_ms(value);
     let expected = digits(value.trim_ascii()).map(Duration::from_millis);
-    assert_eq!(wait, expected, "{value:?}");
+    assert_eq!(wait, expected, "{:?}", Bytes(value));
     wait
 }
 
