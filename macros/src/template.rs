@@ -36,6 +36,15 @@ pub fn parse(value: &str) -> Parsed {
             "path template `{value}` cannot hold `\\`: URL parsers read it as `/`"
         ));
     }
+    // URL parsers drop tab, newline and carriage return: `".\t."` would be sent as
+    // `..`, past the check below.
+    if let Some(c) = value.chars().find(|c| c.is_control()) {
+        problems.push(format!(
+            "path template `{}` cannot hold the control character `{}`: URL parsers drop tabs and line breaks, so the path sent would not be the one written",
+            value.escape_debug(),
+            c.escape_debug()
+        ));
+    }
     // `..` would climb out of the base URL's path (`"/../admin"`), and the URL parser
     // resolves the percent-encoded forms too.
     if let Some(dots) = value.split('/').find(|seg| {
@@ -71,13 +80,15 @@ pub fn parse(value: &str) -> Parsed {
                 // Exactly an identifier (`syn` alone would skip spaces and comments);
                 // `{type}` and `{r#type}` both name the parameter `r#type`.
                 let bare = name.strip_prefix("r#").unwrap_or(name);
+                // `r#r#x` is no identifier: `r#` is stripped once.
+                let bare_ok = !bare.starts_with("r#");
                 let is_ident = |s: &str| syn::parse_str::<Ident>(s).is_ok_and(|i| i == s);
                 if name.trim() != name && !name.trim().is_empty() {
                     problems.push(format!(
                         "`{{{name}}}` in path template `{value}` has spaces: write `{{{}}}`",
                         name.trim()
                     ));
-                } else if !is_ident(bare) && !is_ident(&format!("r#{bare}")) {
+                } else if !bare_ok || (!is_ident(bare) && !is_ident(&format!("r#{bare}"))) {
                     problems.push(format!(
                         "`{{{name}}}` in path template `{value}` must name a parameter, such as `{{id}}`"
                     ));
