@@ -606,19 +606,6 @@ fn check_params(cx: &Ctxt, e: &Endpoint) {
                         ),
                         None => headers.push((lower, name)),
                     }
-                    if let Some(key) = &e.attrs.idempotency_key
-                        && key.value.eq_ignore_ascii_case(&header.value())
-                    {
-                        cx.error_spanned_by(
-                            header,
-                            format!(
-                                "`{}` is the idempotency key of `{}`, which `#[idempotency_key]` makes anew for every call; a parameter cannot set it too. To pass the caller's own key, remove `#[idempotency_key]`: a required `{}` parameter makes the method retryable by itself",
-                                header.value(),
-                                e.ident,
-                                key.value
-                            ),
-                        );
-                    }
                     // The caller's key is what makes this method retryable.
                     let keyed_otherwise = e.verb().is_none_or(|v| v.is_idempotent())
                         || e.attrs.idempotent.is_some()

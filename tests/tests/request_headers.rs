@@ -158,3 +158,40 @@ async fn a_calls_value_for_a_client_wide_secret_header_stays_secret() {
     let printed = format!("{sent:?}");
     assert!(!printed.contains("CANARY"), "leaked: {printed}");
 }
+
+/// A POST keyed anew for every call, whose caller may bring its own key.
+#[resilient_api(timeout(attempt = "1s"), retry(max = 1, backoff = fixed(delay = "10ms")))]
+pub trait MaybeKeyed {
+    #[post("/charges")]
+    #[idempotency_key]
+    #[retry(on = [503])]
+    async fn charge(
+        &self,
+        #[header("Idempotency-Key")] key: Option<&str>,
+        #[body] item: &Item,
+    ) -> Result<(), ApiError>;
+}
+
+/// `#[idempotency_key]` with an optional key parameter: a call without a key gets one
+/// made for it, a call with one sends it instead, and each call's key is the same on
+/// its retry. One key per request either way.
+#[tokio::test(start_paused = true)]
+async fn a_callers_key_replaces_the_one_made_for_the_call() {
+    let t = ScriptedTransport::new([
+        Step::status(503),
+        Step::status(204),
+        Step::status(503),
+        Step::status(204),
+    ]);
+    let api: MaybeKeyedClient = scripted_builder(&t).build().expect("builds");
+    api.charge(None, &item()).await.expect("retried to success");
+    api.charge(Some("mine-1"), &item())
+        .await
+        .expect("retried to success");
+    let keys = values(&t, "idempotency-key");
+    assert_eq!(keys.len(), 4);
+    assert!(keys.iter().all(|k| k.len() == 1), "{keys:?}");
+    assert_eq!(keys[0], keys[1], "the made key, again on the retry");
+    assert_eq!(keys[0][0].len(), 36, "{keys:?}");
+    assert_eq!(keys[2..], [["mine-1"], ["mine-1"]]);
+}
