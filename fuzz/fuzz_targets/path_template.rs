@@ -89,4 +89,21 @@ fuzz_target!(|data: &[u8]| {
     assert!(!s.split('/').any(is_dot_segment), "{s:?}");
     // URL parsers would drop a tab or a line break, and so change the path.
     assert!(!s.contains(char::is_control), "{s:?}");
+    // A value never completes a `%` escape left open before it (the runtime encodes a
+    // value's own `%`, but not its hex digits): filled with `2e` or `e`, no segment is
+    // a dot segment.
+    for fill in ["2e", "e"] {
+        let filled: String = t
+            .parts
+            .iter()
+            .map(|p| match p {
+                Part::Lit(text) => text.as_str(),
+                Part::Param(_) => fill,
+            })
+            .collect();
+        assert!(
+            !filled.split('/').any(is_dot_segment),
+            "{s:?} filled with {fill:?}"
+        );
+    }
 });

@@ -569,6 +569,9 @@ mod tests {
             "/a/%2\te%2\te/{id}",
             "/a/b\n",
             "/a/\u{7f}",
+            "/a/%{id}",
+            "/a/%2{id}",
+            "/a/x%{id}/b",
         ] {
             assert!(!template(bad).problems.is_empty(), "{bad}");
         }
@@ -622,6 +625,8 @@ mod tests {
             "{é}",
             "{e\u{301}}",
             "a{y}.b",
+            "%{x}",
+            "%2{y}",
         ]);
         prop_oneof![
             prop::collection::vec(any_piece, 0..24).prop_map(|pieces| pieces.concat()),
@@ -719,6 +724,25 @@ mod tests {
         prop_assert!(!s.split('/').any(is_dot_segment), "{:?}", s);
         // URL parsers would drop a tab or a line break, and so change the path.
         prop_assert!(!s.contains(char::is_control), "{:?}", s);
+        // A value never completes a `%` escape left open before it (the runtime
+        // encodes a value's own `%`, but not its hex digits): filled with `2e` or `e`,
+        // no segment is a dot segment.
+        for fill in ["2e", "e"] {
+            let filled: String = t
+                .parts
+                .iter()
+                .map(|p| match p {
+                    Part::Lit(text) => text.as_str(),
+                    Part::Param(_) => fill,
+                })
+                .collect();
+            prop_assert!(
+                !filled.split('/').any(is_dot_segment),
+                "{:?} filled with {:?}",
+                s,
+                fill
+            );
+        }
         Ok(())
     }
 

@@ -126,6 +126,22 @@ pub fn parse(value: &str) -> Parsed {
     if !text.is_empty() {
         parts.push(Part::Lit(text));
     }
+    // A value completes a `%` escape left open just before its `{name}`: `%{a}%{b}`
+    // filled with `2e` and `2e` is sent as `%2e%2e`, which the URL parser resolves as
+    // `..`, and no value is percent-decoded back to itself.
+    let splits_escape = parts.windows(2).any(|pair| match pair {
+        [Part::Lit(text), Part::Param(_)] => {
+            let b = text.as_bytes();
+            b.ends_with(b"%")
+                || (b.len() >= 2 && b[b.len() - 2] == b'%' && b[b.len() - 1].is_ascii_hexdigit())
+        }
+        _ => false,
+    });
+    if splits_escape {
+        problems.push(format!(
+            "path template `{value}` cannot end a `%` escape with a parameter (`%{{id}}`): the value would complete the escape, and `%2e%2e` is `..` to the URL parser; write `%25` for a `%`"
+        ));
+    }
     Parsed {
         parts,
         names,
