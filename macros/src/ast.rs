@@ -511,6 +511,7 @@ impl Ret {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::template_check;
     use proptest::prelude::*;
 
     fn template(s: &str) -> Template {
@@ -639,111 +640,11 @@ mod tests {
         ]
     }
 
-    /// Whether `s` is exactly one identifier token to the lexer (`r#` included).
-    fn one_ident_token(s: &str) -> bool {
-        let Ok(tokens) = s.parse::<TokenStream>() else {
-            return false;
-        };
-        let mut tokens = tokens.into_iter();
-        match (tokens.next(), tokens.next()) {
-            (Some(proc_macro2::TokenTree::Ident(i)), None) => i == s,
-            _ => false,
-        }
-    }
-
-    fn is_dot_segment(seg: &str) -> bool {
-        let seg = seg.to_ascii_lowercase();
-        let seg = seg.replace("%2e", ".");
-        seg == "." || seg == ".."
-    }
-
     /// What holds for the template of any text, and more for one without problems.
     fn check_template(s: &str) -> Result<(), TestCaseError> {
         let t = template(s);
         prop_assert_eq!(&t.value, s);
-        // Parameters are numbered in template order, one part per name.
-        let params: Vec<usize> = t
-            .parts
-            .iter()
-            .filter_map(|p| match p {
-                Part::Param(i) => Some(*i),
-                Part::Lit(_) => None,
-            })
-            .collect();
-        prop_assert_eq!(params, (0..t.names.len()).collect::<Vec<_>>());
-        // Literal text is never empty, and two literals are never adjacent.
-        for (i, part) in t.parts.iter().enumerate() {
-            if let Part::Lit(text) = part {
-                prop_assert!(!text.is_empty());
-                prop_assert!(!matches!(t.parts.get(i + 1), Some(Part::Lit(_))));
-            }
-        }
-        // Each name is an identifier, as written or raw (`type` is `r#type`), and
-        // appears once.
-        for (i, name) in t.names.iter().enumerate() {
-            prop_assert!(
-                one_ident_token(name) || one_ident_token(&format!("r#{name}")),
-                "{:?}",
-                name
-            );
-            prop_assert!(!t.names[..i].contains(name), "{:?} twice", name);
-        }
-        if !t.problems.is_empty() {
-            return Ok(());
-        }
-        // Accepted: the parts give back the text exactly, a name as `{name}` or
-        // `{r#name}`, as it was written.
-        let mut rest = s;
-        for part in &t.parts {
-            match part {
-                Part::Lit(text) => {
-                    prop_assert!(!text.contains(['{', '}', '?', '#', '\\']), "{:?}", text);
-                    let Some(after) = rest.strip_prefix(text.as_str()) else {
-                        return Err(TestCaseError::fail(format!(
-                            "{text:?} is not next in {s:?}"
-                        )));
-                    };
-                    rest = after;
-                }
-                Part::Param(i) => {
-                    let name = &t.names[*i];
-                    let plain = format!("{{{name}}}");
-                    let raw = format!("{{r#{name}}}");
-                    let Some(after) = rest
-                        .strip_prefix(plain.as_str())
-                        .or_else(|| rest.strip_prefix(raw.as_str()))
-                    else {
-                        return Err(TestCaseError::fail(format!("{plain} is not next in {s:?}")));
-                    };
-                    rest = after;
-                }
-            }
-        }
-        prop_assert_eq!(rest, "");
-        prop_assert!(s.starts_with('/'));
-        prop_assert!(!s.split('/').any(is_dot_segment), "{:?}", s);
-        // URL parsers would drop a tab or a line break, and so change the path.
-        prop_assert!(!s.contains(char::is_control), "{:?}", s);
-        // A value never completes a `%` escape left open before it (the runtime
-        // encodes a value's own `%`, but not its hex digits): filled with `2e` or `e`,
-        // no segment is a dot segment.
-        for fill in ["2e", "e"] {
-            let filled: String = t
-                .parts
-                .iter()
-                .map(|p| match p {
-                    Part::Lit(text) => text.as_str(),
-                    Part::Param(_) => fill,
-                })
-                .collect();
-            prop_assert!(
-                !filled.split('/').any(is_dot_segment),
-                "{:?} filled with {:?}",
-                s,
-                fill
-            );
-        }
-        Ok(())
+        template_check::check(s, &t.parts, &t.names, &t.problems).map_err(TestCaseError::fail)
     }
 
     /// A template made of clean text and distinct names, with the parts and names it

@@ -15,6 +15,8 @@ mod expand;
 mod policy;
 mod symbol;
 mod template;
+#[cfg(test)]
+mod template_check;
 mod valid;
 mod value;
 
