@@ -105,15 +105,19 @@ impl CircuitBreaker {
     /// A change that may be a transition: its gauge is set before the lock is let go,
     /// so that the gauge is written in the order of the transitions (set after it, a
     /// thread that half-opened the breaker could overwrite the `open` of a probe that
-    /// failed meanwhile on another thread); its event is logged after.
+    /// failed meanwhile on another thread); its event is logged after. The gauge is
+    /// set once the state and its quiet word are whole, so a recorder that panics
+    /// leaves the breaker consistent.
     fn transit<R>(&self, change: impl FnOnce(&mut Breaker) -> (R, Option<Transition>)) -> R {
-        let (result, transition) = self.update(|b| {
-            let (result, transition) = change(b);
+        let (result, transition) = {
+            let mut breaker = self.lock();
+            let (result, transition) = change(&mut breaker);
+            self.quiet.store(quiet_word(&breaker), Ordering::Release);
             if let Some(t) = &transition {
                 crate::observe::metrics_impl::breaker_state(&self.origin, &self.partition, t.to);
             }
             (result, transition)
-        });
+        };
         self.emit(transition);
         result
     }
@@ -324,5 +328,57 @@ mod tests {
         second.join().expect("second");
         assert_eq!(breaker.snapshot(Instant::now()).phase, Phase::Open);
         assert_eq!(gauge(), 2.0, "the gauge reads the breaker's state");
+    }
+    /// A gauge that panics when set.
+    struct Panicking;
+
+    impl GaugeFn for Panicking {
+        fn increment(&self, _: f64) {}
+        fn decrement(&self, _: f64) {}
+        fn set(&self, _: f64) {
+            panic!("the recorder failed");
+        }
+    }
+
+    struct PanickingRecorder;
+
+    impl Recorder for PanickingRecorder {
+        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn register_counter(&self, _: &Key, _: &Metadata<'_>) -> Counter {
+            Counter::noop()
+        }
+        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+            Gauge::from_arc(Arc::new(Panicking))
+        }
+        fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
+            Histogram::noop()
+        }
+    }
+
+    /// The gauge is set under the breaker's lock: a recorder that panics there must
+    /// not leave the lock-free check saying "closed" for a breaker that opened.
+    #[test]
+    fn a_recorder_that_panics_leaves_the_breaker_open() {
+        let breaker = CircuitBreaker::new(
+            BreakerConfig {
+                mode: BreakerMode::ConsecutiveFailures { failures: 1 },
+                reset: Duration::from_secs(10),
+                ..BreakerConfig::DEFAULT
+            },
+            "https://h".into(),
+            String::new(),
+            "https://h".into(),
+        );
+        let tripped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            metrics::with_local_recorder(&PanickingRecorder, || {
+                let a = breaker.admit(Instant::now()).expect("closed");
+                a.record(Outcome::Failure, || (Duration::ZERO, Instant::now()));
+            })
+        }));
+        assert!(tripped.is_err(), "the recorder panicked");
+        assert!(breaker.admit(Instant::now()).is_err(), "open: refused");
+        assert_eq!(breaker.snapshot(Instant::now()).phase, Phase::Open);
     }
 }
