@@ -1666,6 +1666,11 @@ impl Future for ReadBounded {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
+        // Truncating at 0 bytes, the read is done before it starts: waiting for the
+        // first chunk would only be waiting for bytes to drop.
+        if this.truncate && this.limit == 0 {
+            return Poll::Ready((None, None));
+        }
         loop {
             let chunk = match std::task::ready!(Pin::new(&mut this.body).poll_next(cx)) {
                 None => return Poll::Ready((this.taken(), None)),

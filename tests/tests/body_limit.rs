@@ -178,3 +178,23 @@ async fn an_error_body_is_kept_only_up_to_a_lower_body_limit() {
     assert_eq!(e.body().map(|b| b.len()), Some(8));
     tests::assert_nothing_leaked(&t);
 }
+
+/// Regression: with a body limit of 0, an error response's body keeps nothing, yet its
+/// read waited for the first chunk (here 5 s later, past the 1 s attempt timeout) only
+/// to drop it, so the call ended as an attempt timeout instead of the status at once.
+#[tokio::test(start_paused = true)]
+async fn an_error_body_with_a_limit_of_0_is_not_waited_for() {
+    let t = ScriptedTransport::new([Step::status(500).chunks([(ms(5000), "late")])]);
+    let clock = tests::Clock::start();
+    let api: FilesClient = tests::scripted_builder(&t)
+        .max_body_size(0)
+        .build()
+        .expect("builds");
+    let e = api.any().await.expect_err("a 500");
+    assert_eq!(
+        (clock.now_ms(), e.kind(), e.status()),
+        (0, ErrorKind::Status, Some(500))
+    );
+    assert_eq!(e.body().map(|b| b.len()), Some(0));
+    tests::assert_nothing_leaked(&t);
+}
