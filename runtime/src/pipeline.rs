@@ -1611,13 +1611,16 @@ fn too_large(limit: u64) -> ApiError {
 }
 
 fn content_length(headers: &HeaderMap) -> Option<u64> {
-    headers
+    let value = headers
         .get(http::header::CONTENT_LENGTH)?
         .to_str()
         .ok()?
-        .trim()
-        .parse()
-        .ok()
+        .trim();
+    // Digits only (`1*DIGIT`): `u64::from_str` also takes a leading `+`.
+    if !value.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    value.parse().ok()
 }
 
 enum ReadError {

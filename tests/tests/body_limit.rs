@@ -198,3 +198,22 @@ async fn an_error_body_with_a_limit_of_0_is_not_waited_for() {
     assert_eq!(e.body().map(|b| b.len()), Some(0));
     tests::assert_nothing_leaked(&t);
 }
+
+/// A `Content-Length` is digits only (RFC 9110: `1*DIGIT`): `+20` or ` 20x` is not a
+/// length, so it neither refuses the body nor stands for it; the limit is then
+/// enforced on what arrives.
+#[tokio::test(start_paused = true)]
+async fn a_content_length_that_is_not_digits_is_no_length() {
+    let t = ScriptedTransport::new([
+        Step::status(200)
+            .header("content-length", "+20")
+            .chunks([(ms(0), "abc")]),
+        Step::status(200)
+            .header("content-length", "-1")
+            .chunks([(ms(0), "abc")]),
+    ]);
+    let api: FilesClient = tests::scripted(&t);
+    assert_eq!(api.small().await.expect("3 bytes, under 16"), "abc");
+    assert_eq!(api.small().await.expect("3 bytes, under 16"), "abc");
+    tests::assert_nothing_leaked(&t);
+}
