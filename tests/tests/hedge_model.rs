@@ -1,0 +1,579 @@
+//! A model-based property test of hedged rounds (DESIGN §3.7, with §3.3 retries around
+//! them and §3.6 breaker verdicts), on the paused clock with exact milliseconds.
+//!
+//! Each case is a hedged GET (`delay = 50ms`, `max` 2 or 3, `retry(max = 0)` or
+//! `retry(max = 1)` with a fixed 100 ms backoff, attempt timeout 1 s), a breaker that
+//! stays closed (`failures = 1000`) or trips at once (`failures = 1`, 10 s reset), an
+//! optional per-call deadline, and one scripted answer per possible dispatch: 200, 503,
+//! 404 (each with the body `b{j}`, `j` the dispatch index), connect error or reset, each
+//! after 0–300 ms, or a hang. The scripted transport hands steps out in dispatch order,
+//! so dispatch `j` gets answer `j`. The test computes the call itself and checks the
+//! client matches exactly.
+//!
+//! The model's rules (times in ms from the call's start, `D` the deadline or none):
+//! 1. Round `r` starts at `S`; its branch `k` launches at `S + 50·k`, measured from
+//!    the previous launch, if `k < max`, `S + 50·k < D` (no launch at or after the
+//!    deadline: a hedge whose due time does not fit `wait_fits` is never planned), and
+//!    no answer that ends the round came at or before that time (an answer due in the
+//!    same tick as a launch is seen first).
+//! 2. A branch answers at its launch + delay; a hang ends with an attempt timeout at
+//!    launch + 1000. Answers in the same tick may be seen in any order (the model
+//!    accepts every order; the docs do not fix one).
+//! 3. Anything due at or after `D` loses to the deadline: the call ends at `D` with
+//!    `Deadline`, branches in flight are dropped (counted neither way), and the
+//!    failures already seen are recorded in the breaker.
+//! 4. A 200 wins at once: its body is the result, the branches in flight are dropped,
+//!    the winner's success is recorded and the losers' failures are not.
+//! 5. A 404 is an answer: it ends the round (and the call, never retried) at once
+//!    with `Status 404` and its body; the failures seen before it count, the 404
+//!    itself is not a breaker failure.
+//! 6. A 503, connect error, reset or attempt timeout is held: it does not end the
+//!    round while a branch is pending or may still launch. When none is, the round
+//!    ends at that instant with every held failure recorded, and its error is the
+//!    last failure's, or `AllHedgesFailed` (with the last failure's status and body,
+//!    and the last failure as source) when more than one branch was sent.
+//! 7. A failed round with a retry left waits 100 ms if `end + 100 < D` (a wait must
+//!    end a tick before the deadline), else the call ends now with the round's error.
+//!    If the breaker is open then (`failures = 1` and a failure was recorded), the
+//!    call ends now with `CircuitOpen`, the round's error as its source.
+//! 8. `attempts()` counts every dispatch of the call; the breaker's consecutive
+//!    failures are the recorded failures since the last recorded success.
+//!
+//! After the call, nothing is in flight (the losers were dropped at once), no body is
+//! open, and no dispatch happens later.
+
+use std::future::Future;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use proptest::test_runner::{FileFailurePersistence, TestCaseError};
+use resilient_api::circuit_breaker::state::Phase;
+use resilient_api::testing::{ScriptedTransport, Step};
+use resilient_api::{ApiError, CallOptions, ErrorKind, resilient_api};
+use tokio::time::Instant;
+
+const DELAY: u64 = 50;
+const BACKOFF: u64 = 100;
+const ATTEMPT: u64 = 1000;
+
+/// Hedged searches behind a breaker that stays closed.
+#[resilient_api(
+    timeout(attempt = "1s"),
+    breaker(failures = 1000, reset = "10s"),
+    retry(backoff = fixed(delay = "100ms"))
+)]
+trait Hedged {
+    #[get("/h2r0")]
+    #[hedge(delay = "50ms", max = 2)]
+    #[retry(max = 0)]
+    async fn h2r0(&self) -> Result<String, ApiError>;
+
+    #[get("/h3r0")]
+    #[hedge(delay = "50ms", max = 3)]
+    #[retry(max = 0)]
+    async fn h3r0(&self) -> Result<String, ApiError>;
+
+    #[get("/h2r1")]
+    #[hedge(delay = "50ms", max = 2)]
+    #[retry(max = 1)]
+    async fn h2r1(&self) -> Result<String, ApiError>;
+
+    #[get("/h3r1")]
+    #[hedge(delay = "50ms", max = 3)]
+    #[retry(max = 1)]
+    async fn h3r1(&self) -> Result<String, ApiError>;
+}
+
+/// The same, behind a breaker that opens on the first recorded failure.
+#[resilient_api(
+    timeout(attempt = "1s"),
+    breaker(failures = 1, reset = "10s"),
+    retry(backoff = fixed(delay = "100ms"))
+)]
+trait Tripping {
+    #[get("/h2r0")]
+    #[hedge(delay = "50ms", max = 2)]
+    #[retry(max = 0)]
+    async fn h2r0(&self) -> Result<String, ApiError>;
+
+    #[get("/h3r0")]
+    #[hedge(delay = "50ms", max = 3)]
+    #[retry(max = 0)]
+    async fn h3r0(&self) -> Result<String, ApiError>;
+
+    #[get("/h2r1")]
+    #[hedge(delay = "50ms", max = 2)]
+    #[retry(max = 1)]
+    async fn h2r1(&self) -> Result<String, ApiError>;
+
+    #[get("/h3r1")]
+    #[hedge(delay = "50ms", max = 3)]
+    #[retry(max = 1)]
+    async fn h3r1(&self) -> Result<String, ApiError>;
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Ok,
+    S503,
+    S404,
+    Connect,
+    Reset,
+    Hang,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Answer {
+    kind: Kind,
+    delay: u64,
+}
+
+#[derive(Clone, Debug)]
+struct Case {
+    max: u32,
+    retries: u32,
+    tripping: bool,
+    deadline: Option<u64>,
+    answers: Vec<Answer>,
+}
+
+/// An error as the test compares it: kind, status, body, attempts, and the source's
+/// kind, status and body (checked only where the model names one).
+type Source = (ErrorKind, Option<u16>, Option<String>);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum End {
+    Ok(String),
+    Err {
+        kind: ErrorKind,
+        status: Option<u16>,
+        body: Option<String>,
+        attempts: u32,
+        source: Option<Source>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Expected {
+    dispatch: Vec<u64>,
+    end_ms: u64,
+    end: End,
+    /// The breaker's consecutive failures after the call (the closed breaker).
+    consecutive: u32,
+    /// Failures recorded since the last success: the tripping breaker is open iff > 0.
+    open: bool,
+}
+
+fn body(j: usize) -> String {
+    format!("b{j}")
+}
+
+/// The error one failed branch ends with.
+fn single(kind: Kind, j: usize) -> Source {
+    match kind {
+        Kind::S503 => (ErrorKind::Status, Some(503), Some(body(j))),
+        Kind::S404 => (ErrorKind::Status, Some(404), Some(body(j))),
+        Kind::Connect => (ErrorKind::Connect, None, None),
+        Kind::Reset => (ErrorKind::Transport, None, None),
+        Kind::Hang => (ErrorKind::AttemptTimeout, None, None),
+        Kind::Ok => unreachable!("a success is no failure"),
+    }
+}
+
+/// The model, with `prio[j]` breaking ties between answers due in the same tick.
+fn model(case: &Case, prio: &[usize]) -> Expected {
+    let d = case.deadline.unwrap_or(u64::MAX);
+    let m = case.max as usize;
+    let mut dispatch: Vec<u64> = Vec::new();
+    // Consecutive failures recorded, and whether any failure was recorded after the
+    // last success (the tripping breaker's state).
+    let mut consecutive = 0u32;
+    let mut start = 0u64;
+    let done = |dispatch: Vec<u64>, end_ms, end, consecutive: u32| Expected {
+        open: consecutive > 0,
+        dispatch,
+        end_ms,
+        end,
+        consecutive,
+    };
+    let err = |kind, status, body, attempts: usize, source| End::Err {
+        kind,
+        status,
+        body,
+        attempts: attempts as u32,
+        source,
+    };
+    for round in 0..=case.retries {
+        let first = dispatch.len();
+        let mut launched = 0usize;
+        // (dispatch index, due time)
+        let mut pending: Vec<(usize, u64)> = Vec::new();
+        let mut held = 0u32;
+        let mut last: Option<usize> = None;
+        let mut now = start;
+        loop {
+            let at = start + DELAY * launched as u64;
+            let next_launch = (launched < m && at < d).then_some(at);
+            let event = pending
+                .iter()
+                .copied()
+                .enumerate()
+                .min_by_key(|&(_, (j, t))| (t, prio[j]));
+            let event = event.filter(|&(_, (_, t))| next_launch.is_none_or(|l| t <= l));
+            match (event, next_launch) {
+                (Some((i, (j, t))), _) => {
+                    if t >= d {
+                        return done(
+                            dispatch.clone(),
+                            d,
+                            err(ErrorKind::Deadline, None, None, dispatch.len(), None),
+                            consecutive + held,
+                        );
+                    }
+                    now = t;
+                    pending.swap_remove(i);
+                    match case.answers[j].kind {
+                        Kind::Ok => return done(dispatch, t, End::Ok(body(j)), 0),
+                        Kind::S404 => {
+                            let n = dispatch.len();
+                            return done(
+                                dispatch,
+                                t,
+                                err(ErrorKind::Status, Some(404), Some(body(j)), n, None),
+                                consecutive + held,
+                            );
+                        }
+                        _ => {
+                            held += 1;
+                            last = Some(j);
+                        }
+                    }
+                }
+                (_, Some(l)) => {
+                    now = l;
+                    let j = first + launched;
+                    dispatch.push(l);
+                    let a = case.answers[j];
+                    let due = if a.kind == Kind::Hang {
+                        l + ATTEMPT
+                    } else {
+                        l + a.delay
+                    };
+                    pending.push((j, due));
+                    launched += 1;
+                }
+                (None, None) => break,
+            }
+        }
+        let Some(last) = last else {
+            // Nothing launched: the deadline had already come.
+            let n = dispatch.len();
+            return done(
+                dispatch,
+                d,
+                err(ErrorKind::Deadline, None, None, n, None),
+                consecutive,
+            );
+        };
+        consecutive += held;
+        let n = dispatch.len();
+        let (kind, status, b) = single(case.answers[last].kind, last);
+        let round_error = if launched > 1 {
+            err(
+                ErrorKind::AllHedgesFailed,
+                status,
+                b.clone(),
+                n,
+                Some((kind, status, b)),
+            )
+        } else {
+            err(kind, status, b, n, None)
+        };
+        if round == case.retries || now + BACKOFF >= d {
+            return done(dispatch, now, round_error, consecutive);
+        }
+        if case.tripping && consecutive > 0 {
+            let End::Err {
+                kind, status, body, ..
+            } = round_error
+            else {
+                unreachable!()
+            };
+            return done(
+                dispatch,
+                now,
+                err(
+                    ErrorKind::CircuitOpen,
+                    None,
+                    None,
+                    n,
+                    Some((kind, status, body)),
+                ),
+                consecutive,
+            );
+        }
+        start = now + BACKOFF;
+    }
+    unreachable!("every round ends the call or retries")
+}
+
+/// Every permutation of `0..n`.
+fn permutations(n: usize) -> Vec<Vec<usize>> {
+    if n == 0 {
+        return vec![Vec::new()];
+    }
+    let mut out = Vec::new();
+    for p in permutations(n - 1) {
+        for i in 0..=p.len() {
+            let mut q = p.clone();
+            q.insert(i, n - 1);
+            out.push(q);
+        }
+    }
+    out
+}
+
+/// Every outcome the model allows (one per order of same-tick answers).
+fn expectations(case: &Case) -> Vec<Expected> {
+    let mut out: Vec<Expected> = Vec::new();
+    for prio in permutations(case.answers.len()) {
+        let e = model(case, &prio);
+        if !out.contains(&e) {
+            out.push(e);
+        }
+    }
+    out
+}
+
+fn step(j: usize, a: Answer) -> Step {
+    let s = match a.kind {
+        Kind::Ok => Step::status(200).body(body(j)),
+        Kind::S503 => Step::status(503).body(body(j)),
+        Kind::S404 => Step::status(404).body(body(j)),
+        Kind::Connect => Step::connect_error(),
+        Kind::Reset => Step::reset(),
+        Kind::Hang => return Step::hang(),
+    };
+    s.delay(Duration::from_millis(a.delay))
+}
+
+fn seen(r: &Result<String, ApiError>, with_source: bool) -> End {
+    match r {
+        Ok(b) => End::Ok(b.clone()),
+        Err(e) => End::Err {
+            kind: e.kind(),
+            status: e.status(),
+            body: e.body_text(),
+            attempts: e.attempts(),
+            source: if with_source {
+                std::error::Error::source(e)
+                    .and_then(|s| s.downcast_ref::<ApiError>())
+                    .map(|s| (s.kind(), s.status(), s.body_text()))
+            } else {
+                None
+            },
+        },
+    }
+}
+
+/// What the client did: dispatch times, end time, result, breaker state.
+struct Run {
+    dispatch: Vec<u64>,
+    end_ms: u64,
+    result: Result<String, ApiError>,
+    consecutive: u32,
+    phase: Phase,
+}
+
+async fn call<C>(api: &C, case: &Case, f: [fn(&C) -> BoxCall<'_>; 4]) -> Result<String, ApiError> {
+    let i = usize::from(case.max == 3) + 2 * case.retries as usize;
+    f[i](api).await
+}
+
+type BoxCall<'a> = std::pin::Pin<Box<dyn Future<Output = Result<String, ApiError>> + 'a>>;
+
+fn run(case: &Case) -> Result<Run, TestCaseError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a runtime");
+    rt.block_on(async {
+        let t = ScriptedTransport::new(case.answers.iter().enumerate().map(|(j, a)| step(j, *a)));
+        let options = match case.deadline {
+            Some(d) => CallOptions::new().deadline(Duration::from_millis(d)),
+            None => CallOptions::new(),
+        };
+        let origin = Instant::now();
+        let (result, state) = if case.tripping {
+            let api: TrippingClient = tests::scripted(&t);
+            let api = api.with_options(options);
+            let r = call(
+                &api,
+                case,
+                [
+                    |a| Box::pin(a.h2r0()),
+                    |a| Box::pin(a.h3r0()),
+                    |a| Box::pin(a.h2r1()),
+                    |a| Box::pin(a.h3r1()),
+                ],
+            )
+            .await;
+            (r, api.circuit_state())
+        } else {
+            let api: HedgedClient = tests::scripted(&t);
+            let api = api.with_options(options);
+            let r = call(
+                &api,
+                case,
+                [
+                    |a| Box::pin(a.h2r0()),
+                    |a| Box::pin(a.h3r0()),
+                    |a| Box::pin(a.h2r1()),
+                    |a| Box::pin(a.h3r1()),
+                ],
+            )
+            .await;
+            (r, api.circuit_state())
+        };
+        let end_ms = origin.elapsed().as_millis() as u64;
+        // The losers were dropped with the call, at once.
+        prop_assert_eq!(t.in_flight(), 0, "a losing branch is still in flight");
+        prop_assert_eq!(t.open_bodies(), 0, "a response body is still open");
+        let dispatch: Vec<u64> = t
+            .dispatch_times()
+            .iter()
+            .map(|d| d.as_millis() as u64)
+            .collect();
+        // Nothing is dispatched later.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        prop_assert_eq!(
+            t.attempts(),
+            dispatch.len(),
+            "a dispatch after the call ended"
+        );
+        Ok(Run {
+            dispatch,
+            end_ms,
+            result,
+            consecutive: state.consecutive_failures,
+            phase: state.phase,
+        })
+    })
+}
+
+fn check(case: &Case) -> Result<(), TestCaseError> {
+    let wanted = expectations(case);
+    let got = run(case)?;
+    let with_source = wanted.iter().any(|e| {
+        matches!(
+            e.end,
+            End::Err {
+                source: Some(_),
+                ..
+            }
+        )
+    });
+    let end = seen(&got.result, with_source);
+    let matches = |e: &Expected| {
+        let end_ok = match (&e.end, &end) {
+            (
+                End::Err {
+                    kind,
+                    status,
+                    body,
+                    attempts,
+                    source: None,
+                },
+                End::Err {
+                    kind: k,
+                    status: s,
+                    body: b,
+                    attempts: a,
+                    ..
+                },
+            ) => (kind, status, body, attempts) == (k, s, b, a),
+            (want, seen) => want == seen,
+        };
+        let breaker_ok = if case.tripping {
+            got.phase == if e.open { Phase::Open } else { Phase::Closed }
+        } else {
+            got.phase == Phase::Closed && got.consecutive == e.consecutive
+        };
+        e.dispatch == got.dispatch && e.end_ms == got.end_ms && end_ok && breaker_ok
+    };
+    if !wanted.iter().any(matches) {
+        return Err(TestCaseError::fail(format!(
+            "the client: dispatches {:?}, ended at {} ms with {:?}, breaker {:?} with {} \
+             consecutive failures;\nthe model allows: {:#?}",
+            got.dispatch, got.end_ms, end, got.phase, got.consecutive, wanted
+        )));
+    }
+    Ok(())
+}
+
+fn delay() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        3 => prop::sample::select(vec![0u64, 1, 25, 49, 50, 51, 99, 100, 101, 150, 200, 300]),
+        2 => 0u64..=300,
+    ]
+}
+
+fn answer() -> impl Strategy<Value = Answer> {
+    let kind = prop_oneof![
+        3 => Just(Kind::Ok),
+        3 => Just(Kind::S503),
+        1 => Just(Kind::S404),
+        2 => Just(Kind::Connect),
+        1 => Just(Kind::Reset),
+        1 => Just(Kind::Hang),
+    ];
+    (kind, delay()).prop_map(|(kind, delay)| Answer { kind, delay })
+}
+
+fn deadline() -> impl Strategy<Value = Option<u64>> {
+    prop_oneof![
+        2 => Just(None),
+        1 => prop::sample::select(vec![0u64, 1, 50, 51, 100, 101, 150, 200, 250, 300, 400, 1000, 1050])
+            .prop_map(Some),
+        2 => (1u64..=1500).prop_map(Some),
+    ]
+}
+
+fn case(tripping: bool) -> impl Strategy<Value = Case> {
+    (2u32..=3, 0u32..=1, deadline()).prop_flat_map(move |(max, retries, deadline)| {
+        let n = (max * (retries + 1)) as usize;
+        prop::collection::vec(answer(), n).prop_map(move |answers| Case {
+            max,
+            retries,
+            tripping,
+            deadline,
+            answers,
+        })
+    })
+}
+
+fn config() -> ProptestConfig {
+    ProptestConfig {
+        cases: 512,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/proptest-regressions/hedge_model.txt"
+        )))),
+        ..ProptestConfig::default()
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn hedged_round_matches_the_model(case in case(false)) {
+        check(&case)?;
+    }
+
+    #[test]
+    fn hedged_round_verdicts_trip_the_breaker_as_the_model_says(case in case(true)) {
+        check(&case)?;
+    }
+}
