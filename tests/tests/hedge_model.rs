@@ -3,10 +3,11 @@
 //!
 //! Each case is a hedged GET (`delay = 50ms`, `max` 2 or 3, `retry(max = 0)` or
 //! `retry(max = 1)` with a fixed 100 ms backoff, attempt timeout 1 s), a breaker that
-//! stays closed (`failures = 1000`) or trips at once (`failures = 1`, 10 s reset), an
-//! optional per-call deadline, and one scripted answer per possible dispatch: 200, 503,
-//! 404 (each with the body `b{j}`, `j` the dispatch index), connect error or reset, each
-//! after 0–300 ms, or a hang. The scripted transport hands steps out in dispatch order,
+//! stays closed (`failures = 1000`) or trips at once (`failures = 1`, 10 s reset), the
+//! default retry budget or one that allows nothing, an optional per-call deadline,
+//! and one scripted answer per possible dispatch: 200, 503, 404 (each with the body
+//! `b{j}`, `j` the dispatch index), connect error or reset, each after 0–300 ms, or a
+//! hang. The scripted transport hands steps out in dispatch order,
 //! so dispatch `j` gets answer `j`. The test computes the call itself and checks the
 //! client matches exactly.
 //!
@@ -38,6 +39,12 @@
 //!    call ends now with `CircuitOpen`, the round's error as its source.
 //! 8. `attempts()` counts every dispatch of the call; the breaker's consecutive
 //!    failures are the recorded failures since the last recorded success.
+//! 9. With a retry budget that allows nothing (no floor, no ratio), a hedge due while
+//!    the round runs is refused at its due time: no branch launches after it, the
+//!    branches in flight go on (a 200 still wins, a 404 is still the answer), and a
+//!    round whose sent branches all failed ends, no earlier than that due time, with
+//!    `BudgetExhausted` (a rejection, never retried) whose source is the round's error
+//!    (rule 6). A failed round whose retry fits the deadline is refused the same way.
 //!
 //! After the call, nothing is in flight (the losers were dropped at once), no body is
 //! open, and no dispatch happens later.
@@ -48,6 +55,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use proptest::test_runner::{FileFailurePersistence, TestCaseError};
 use resilient_api::circuit_breaker::state::Phase;
+use resilient_api::retry::budget::BudgetConfig;
 use resilient_api::testing::{ScriptedTransport, Step};
 use resilient_api::{ApiError, CallOptions, ErrorKind, resilient_api};
 use tokio::time::Instant;
@@ -133,6 +141,8 @@ struct Case {
     max: u32,
     retries: u32,
     tripping: bool,
+    /// A retry budget with no floor and no ratio: every hedge and retry is refused.
+    broke: bool,
     deadline: Option<u64>,
     answers: Vec<Answer>,
 }
@@ -210,10 +220,11 @@ fn model(case: &Case, prio: &[usize]) -> Expected {
         let mut pending: Vec<(usize, u64)> = Vec::new();
         let mut held = 0u32;
         let mut last: Option<usize> = None;
+        let mut refused = false;
         let mut now = start;
         loop {
             let at = start + DELAY * launched as u64;
-            let next_launch = (launched < m && at < d).then_some(at);
+            let next_launch = (launched < m && at < d && !refused).then_some(at);
             let event = pending
                 .iter()
                 .copied()
@@ -249,6 +260,12 @@ fn model(case: &Case, prio: &[usize]) -> Expected {
                         }
                     }
                 }
+                (_, Some(l)) if case.broke && launched > 0 => {
+                    // The budget refuses the hedge: no more launches, the branches in
+                    // flight go on.
+                    now = l;
+                    refused = true;
+                }
                 (_, Some(l)) => {
                     now = l;
                     let j = first + launched;
@@ -278,6 +295,12 @@ fn model(case: &Case, prio: &[usize]) -> Expected {
         consecutive += held;
         let n = dispatch.len();
         let (kind, status, b) = single(case.answers[last].kind, last);
+        let into_source = |e: End| match e {
+            End::Err {
+                kind, status, body, ..
+            } => Some((kind, status, body)),
+            End::Ok(_) => unreachable!(),
+        };
         let round_error = if launched > 1 {
             err(
                 ErrorKind::AllHedgesFailed,
@@ -289,28 +312,24 @@ fn model(case: &Case, prio: &[usize]) -> Expected {
         } else {
             err(kind, status, b, n, None)
         };
+        if refused {
+            // A rejection is final: the round ends with it, what was sent as source.
+            let source = into_source(round_error);
+            let e = err(ErrorKind::BudgetExhausted, None, None, n, source);
+            return done(dispatch, now, e, consecutive);
+        }
         if round == case.retries || now + BACKOFF >= d {
             return done(dispatch, now, round_error, consecutive);
         }
         if case.tripping && consecutive > 0 {
-            let End::Err {
-                kind, status, body, ..
-            } = round_error
-            else {
-                unreachable!()
-            };
-            return done(
-                dispatch,
-                now,
-                err(
-                    ErrorKind::CircuitOpen,
-                    None,
-                    None,
-                    n,
-                    Some((kind, status, body)),
-                ),
-                consecutive,
-            );
+            let source = into_source(round_error);
+            let e = err(ErrorKind::CircuitOpen, None, None, n, source);
+            return done(dispatch, now, e, consecutive);
+        }
+        if case.broke {
+            let source = into_source(round_error);
+            let e = err(ErrorKind::BudgetExhausted, None, None, n, source);
+            return done(dispatch, now, e, consecutive);
         }
         start = now + BACKOFF;
     }
@@ -421,7 +440,15 @@ fn run(case: &Case) -> Result<Run, TestCaseError> {
             .await;
             (r, api.circuit_state())
         } else {
-            let api: HedgedClient = tests::scripted(&t);
+            let mut builder = tests::scripted_builder::<HedgedClient>(&t);
+            if case.broke {
+                builder = builder.retry_budget(Some(BudgetConfig {
+                    min_per_sec: 0,
+                    retry_ratio: 0.0,
+                    ..BudgetConfig::DEFAULT
+                }));
+            }
+            let api = builder.build().expect("the client builds");
             let api = api.with_options(options);
             let r = call(
                 &api,
@@ -540,13 +567,14 @@ fn deadline() -> impl Strategy<Value = Option<u64>> {
     ]
 }
 
-fn case(tripping: bool) -> impl Strategy<Value = Case> {
+fn case(tripping: bool, broke: bool) -> impl Strategy<Value = Case> {
     (2u32..=3, 0u32..=1, deadline()).prop_flat_map(move |(max, retries, deadline)| {
         let n = (max * (retries + 1)) as usize;
         prop::collection::vec(answer(), n).prop_map(move |answers| Case {
             max,
             retries,
             tripping,
+            broke,
             deadline,
             answers,
         })
@@ -568,12 +596,17 @@ proptest! {
     #![proptest_config(config())]
 
     #[test]
-    fn hedged_round_matches_the_model(case in case(false)) {
+    fn hedged_round_matches_the_model(case in case(false, false)) {
         check(&case)?;
     }
 
     #[test]
-    fn hedged_round_verdicts_trip_the_breaker_as_the_model_says(case in case(true)) {
+    fn hedged_round_verdicts_trip_the_breaker_as_the_model_says(case in case(true, false)) {
+        check(&case)?;
+    }
+
+    #[test]
+    fn hedges_refused_by_the_budget_end_the_round_as_the_model_says(case in case(false, true)) {
         check(&case)?;
     }
 }
