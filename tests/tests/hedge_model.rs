@@ -45,6 +45,14 @@
 //!    round whose sent branches all failed ends, no earlier than that due time, with
 //!    `BudgetExhausted` (a rejection, never retried) whose source is the round's error
 //!    (rule 6). A failed round whose retry fits the deadline is refused the same way.
+//! 10. With the `failures = 1` breaker half-open when the call starts (a first call
+//!     tripped it and its 10 s passed), the primary is the one probe and every hedge
+//!     due while the round runs is refused as in rule 9, with `CircuitOpen`. After the
+//!     call the breaker is closed if a branch won, open if a failure was recorded, and
+//!     still half-open otherwise (a 404 probe, or a probe dropped by the deadline,
+//!     frees its slot and counts neither way). A call that admitted nothing (a
+//!     deadline of 0) leaves the breaker reported open: the phase turns half-open at
+//!     an admission, not when read.
 //!
 //! After the call, nothing is in flight (the losers were dropped at once), no body is
 //! open, and no dispatch happens later.
@@ -143,6 +151,9 @@ struct Case {
     tripping: bool,
     /// A retry budget with no floor and no ratio: every hedge and retry is refused.
     broke: bool,
+    /// The (tripping) breaker is half-open when the call starts: the primary takes the
+    /// one probe slot, and every hedge is refused while it is held.
+    half_open: bool,
     deadline: Option<u64>,
     answers: Vec<Answer>,
 }
@@ -170,8 +181,8 @@ struct Expected {
     end: End,
     /// The breaker's consecutive failures after the call (the closed breaker).
     consecutive: u32,
-    /// Failures recorded since the last success: the tripping breaker is open iff > 0.
-    open: bool,
+    /// The tripping breaker's phase after the call.
+    phase: Phase,
 }
 
 fn body(j: usize) -> String {
@@ -199,8 +210,21 @@ fn model(case: &Case, prio: &[usize]) -> Expected {
     // last success (the tripping breaker's state).
     let mut consecutive = 0u32;
     let mut start = 0u64;
-    let done = |dispatch: Vec<u64>, end_ms, end, consecutive: u32| Expected {
-        open: consecutive > 0,
+    let done = |dispatch: Vec<u64>, end_ms, end: End, consecutive: u32| Expected {
+        phase: if matches!(end, End::Ok(_)) {
+            Phase::Closed
+        } else if consecutive > 0 {
+            Phase::Open
+        } else if case.half_open && dispatch.is_empty() {
+            // Nothing was admitted (a deadline of 0): the phase moves to half-open at
+            // an admission, and there was none; the cooldown is over all the same.
+            Phase::Open
+        } else if case.half_open {
+            // The probe ended without a verdict (a 404, or dropped): its slot is free.
+            Phase::HalfOpen
+        } else {
+            Phase::Closed
+        },
         dispatch,
         end_ms,
         end,
@@ -260,9 +284,9 @@ fn model(case: &Case, prio: &[usize]) -> Expected {
                         }
                     }
                 }
-                (_, Some(l)) if case.broke && launched > 0 => {
-                    // The budget refuses the hedge: no more launches, the branches in
-                    // flight go on.
+                (_, Some(l)) if (case.broke || case.half_open) && launched > 0 => {
+                    // The budget, or the half-open breaker, refuses the hedge: no more
+                    // launches, the branches in flight go on.
                     now = l;
                     refused = true;
                 }
@@ -315,7 +339,12 @@ fn model(case: &Case, prio: &[usize]) -> Expected {
         if refused {
             // A rejection is final: the round ends with it, what was sent as source.
             let source = into_source(round_error);
-            let e = err(ErrorKind::BudgetExhausted, None, None, n, source);
+            let kind = if case.half_open {
+                ErrorKind::CircuitOpen
+            } else {
+                ErrorKind::BudgetExhausted
+            };
+            let e = err(kind, None, None, n, source);
             return done(dispatch, now, e, consecutive);
         }
         if round == case.retries || now + BACKOFF >= d {
@@ -418,14 +447,30 @@ fn run(case: &Case) -> Result<Run, TestCaseError> {
         .build()
         .expect("a runtime");
     rt.block_on(async {
-        let t = ScriptedTransport::new(case.answers.iter().enumerate().map(|(j, a)| step(j, *a)));
+        let created = Instant::now();
+        // Half-open: a first call whose two branches fail trips the breaker first.
+        let pre = if case.half_open { 2 } else { 0 };
+        let t = ScriptedTransport::new(
+            (0..pre)
+                .map(|_| Step::connect_error())
+                .chain(case.answers.iter().enumerate().map(|(j, a)| step(j, *a))),
+        );
         let options = match case.deadline {
             Some(d) => CallOptions::new().deadline(Duration::from_millis(d)),
             None => CallOptions::new(),
         };
-        let origin = Instant::now();
+        let mut origin = Instant::now();
         let (result, state) = if case.tripping {
             let api: TrippingClient = tests::scripted(&t);
+            if case.half_open {
+                let e = api.h2r0().await.expect_err("the first call fails");
+                prop_assert_eq!(e.kind(), ErrorKind::AllHedgesFailed);
+                let state = api.circuit_state();
+                prop_assert_eq!(state.phase, Phase::Open);
+                let until = state.open_until.expect("open until");
+                tokio::time::sleep_until(until).await;
+                origin = Instant::now();
+            }
             let api = api.with_options(options);
             let r = call(
                 &api,
@@ -467,16 +512,18 @@ fn run(case: &Case) -> Result<Run, TestCaseError> {
         // The losers were dropped with the call, at once.
         prop_assert_eq!(t.in_flight(), 0, "a losing branch is still in flight");
         prop_assert_eq!(t.open_bodies(), 0, "a response body is still open");
+        let offset = origin - created;
         let dispatch: Vec<u64> = t
             .dispatch_times()
             .iter()
-            .map(|d| d.as_millis() as u64)
+            .skip(pre)
+            .map(|d| (*d - offset).as_millis() as u64)
             .collect();
         // Nothing is dispatched later.
         tokio::time::sleep(Duration::from_secs(3)).await;
         prop_assert_eq!(
             t.attempts(),
-            dispatch.len(),
+            pre + dispatch.len(),
             "a dispatch after the call ended"
         );
         Ok(Run {
@@ -523,7 +570,7 @@ fn check(case: &Case) -> Result<(), TestCaseError> {
             (want, seen) => want == seen,
         };
         let breaker_ok = if case.tripping {
-            got.phase == if e.open { Phase::Open } else { Phase::Closed }
+            got.phase == e.phase
         } else {
             got.phase == Phase::Closed && got.consecutive == e.consecutive
         };
@@ -567,7 +614,7 @@ fn deadline() -> impl Strategy<Value = Option<u64>> {
     ]
 }
 
-fn case(tripping: bool, broke: bool) -> impl Strategy<Value = Case> {
+fn case(tripping: bool, broke: bool, half_open: bool) -> impl Strategy<Value = Case> {
     (2u32..=3, 0u32..=1, deadline()).prop_flat_map(move |(max, retries, deadline)| {
         let n = (max * (retries + 1)) as usize;
         prop::collection::vec(answer(), n).prop_map(move |answers| Case {
@@ -575,6 +622,7 @@ fn case(tripping: bool, broke: bool) -> impl Strategy<Value = Case> {
             retries,
             tripping,
             broke,
+            half_open,
             deadline,
             answers,
         })
@@ -596,17 +644,24 @@ proptest! {
     #![proptest_config(config())]
 
     #[test]
-    fn hedged_round_matches_the_model(case in case(false, false)) {
+    fn hedged_round_matches_the_model(case in case(false, false, false)) {
         check(&case)?;
     }
 
     #[test]
-    fn hedged_round_verdicts_trip_the_breaker_as_the_model_says(case in case(true, false)) {
+    fn hedged_round_verdicts_trip_the_breaker_as_the_model_says(case in case(true, false, false)) {
         check(&case)?;
     }
 
     #[test]
-    fn hedges_refused_by_the_budget_end_the_round_as_the_model_says(case in case(false, true)) {
+    fn hedges_refused_by_a_half_open_breaker_end_the_round_as_the_model_says(
+        case in case(true, false, true)
+    ) {
+        check(&case)?;
+    }
+
+    #[test]
+    fn hedges_refused_by_the_budget_end_the_round_as_the_model_says(case in case(false, true, false)) {
         check(&case)?;
     }
 }
