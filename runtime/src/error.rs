@@ -7,9 +7,9 @@
 //!
 //! # Defaults
 //! An error response's body is kept up to 64 KiB, or up to the call's body limit if
-//! that is lower. `Display` is short, lowercase, and
-//! never holds a secret: no request header values, no query string, no request body
-//! (a decode error names the response's content type, as it should).
+//! that is lower. `Display` is short, lowercase, and never holds a secret: no request
+//! header values, no query string, no request body (a decode error names the
+//! response's content type, as it should).
 //!
 //! # Example
 //! ```
