@@ -883,7 +883,8 @@ impl<C: GeneratedClient> ClientBuilder<C> {
         self
     }
 
-    /// A header sent on every request.
+    /// A header sent on every request. Setting a name again replaces its earlier value
+    /// (names are case-insensitive).
     ///
     /// ```
     /// # use resilient_api::testing::{ScriptedTransport, Step};

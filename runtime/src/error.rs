@@ -120,7 +120,8 @@ pub enum ErrorKind {
     Cancelled,
     /// Every hedged attempt failed; the source is the last one to fail.
     AllHedgesFailed,
-    /// A redirect was refused (too many, or from https to http).
+    /// A redirect was refused: too many, from https to http, to a scheme other than
+    /// http or https, or a 3xx to follow whose `Location` is missing or unreadable.
     Redirect,
     /// A user hook (retry predicate, on-retry callback, middleware) returned an error.
     Hook,

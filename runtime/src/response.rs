@@ -55,10 +55,10 @@ use crate::transport::ResponseBody;
 /// A decoded value with the response's status and headers.
 ///
 /// A call gives a `Response<T>` for a success (2xx) and for a 3xx that is not
-/// followed (a 304, say, or any 3xx when redirects are off). An error
-/// status (4xx, 5xx) is never decoded as `T`: the call fails with
-/// [`ErrorKind::Status`], whose [`ApiError::status`], [`ApiError::headers`] and
-/// [`ApiError::body`] hold what the server sent. A 204 or 304 has no body, so declare
+/// followed (a 304, say, or any 3xx when redirects are off). Any other status (a
+/// 4xx or 5xx, and also a 1xx or one above 599) is never decoded as `T`: the call
+/// fails with [`ErrorKind::Status`], whose [`ApiError::status`],
+/// [`ApiError::headers`] and [`ApiError::body`] hold what the server sent. A 204 or 304 has no body, so declare
 /// `Response<()>` where a server may answer with one: a JSON `T` fails to decode an
 /// empty body ([`ErrorKind::Decode`]).
 ///
