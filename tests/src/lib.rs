@@ -11,6 +11,37 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::time::Instant;
 
+/// A current-thread tokio runtime with timers, for a property test's case: each case
+/// runs on a fresh one. `paused`: on the paused clock, as the scenario tests are.
+pub fn case_runtime(paused: bool) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(paused)
+        .build()
+        .expect("a current-thread runtime")
+}
+
+/// The proptest configuration of a property test file: `$cases` cases per property,
+/// and failures kept in `tests/proptest-regressions/$file.txt` (proptest's own
+/// default looks for a `lib.rs` beside the test file, and finds none).
+#[macro_export]
+macro_rules! proptest_config {
+    ($cases:expr, $file:literal) => {
+        proptest::test_runner::Config {
+            cases: $cases,
+            failure_persistence: Some(Box::new(
+                proptest::test_runner::FileFailurePersistence::Direct(concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/proptest-regressions/",
+                    $file,
+                    ".txt"
+                )),
+            )),
+            ..proptest::test_runner::Config::default()
+        }
+    };
+}
+
 /// `n` milliseconds.
 pub const fn ms(n: u64) -> Duration {
     Duration::from_millis(n)

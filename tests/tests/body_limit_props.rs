@@ -29,7 +29,7 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
-use proptest::test_runner::{FileFailurePersistence, TestCaseError};
+use proptest::test_runner::TestCaseError;
 use resilient_api::testing::{ScriptedTransport, Step};
 use resilient_api::{ApiError, Bytes, ErrorKind, ResponseStream, resilient_api};
 use tests::{Clock, ms};
@@ -373,11 +373,7 @@ async fn run(case: &Case, t: &ScriptedTransport) -> Result<Expected, TestCaseErr
 }
 
 fn check(case: &Case) -> Result<(), TestCaseError> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a runtime");
+    let rt = tests::case_runtime(true);
     let body = case.body();
     let t = ScriptedTransport::new([case.step(&body)]);
     let got = rt.block_on(async {
@@ -428,14 +424,7 @@ fn summary(e: &Expected) -> String {
 }
 
 fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: 512,
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/proptest-regressions/body_limit_props.txt"
-        )))),
-        ..ProptestConfig::default()
-    }
+    tests::proptest_config!(512, "body_limit_props")
 }
 
 /// Limits near every chunk boundary the bodies make, and around 64 KiB.

@@ -48,7 +48,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use proptest::test_runner::{FileFailurePersistence, TestCaseError};
+use proptest::test_runner::TestCaseError;
 use resilient_api::client::ClientBuilder;
 use resilient_api::testing::{ScriptedTransport, Step};
 use resilient_api::transport::{HttpRequest, SendFuture, Transport};
@@ -531,11 +531,7 @@ fn whole_ms(times: &[Duration]) -> Vec<u64> {
 }
 
 fn run(case: &Case) -> Observed {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a runtime");
+    let rt = tests::case_runtime(true);
     rt.block_on(async {
         let ts = [0, 1].map(|key| {
             ScriptedTransport::new(
@@ -670,14 +666,7 @@ fn check(case: &Case) -> Result<(), TestCaseError> {
 }
 
 fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: 512,
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/proptest-regressions/coalesce_model.txt"
-        )))),
-        ..ProptestConfig::default()
-    }
+    tests::proptest_config!(512, "coalesce_model")
 }
 
 proptest! {

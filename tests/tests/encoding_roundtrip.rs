@@ -18,7 +18,7 @@ use std::future::Future;
 
 use percent_encoding::percent_decode_str;
 use proptest::prelude::*;
-use proptest::test_runner::{FileFailurePersistence, TestCaseError};
+use proptest::test_runner::TestCaseError;
 use resilient_api::request::InvalidRequest;
 use resilient_api::testing::{ScriptedTransport, Step};
 use resilient_api::{ApiError, ErrorKind, resilient_api};
@@ -76,14 +76,7 @@ const BASES: &[&str] = &[
 ];
 
 fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: 256,
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/proptest-regressions/encoding_roundtrip.txt"
-        )))),
-        ..ProptestConfig::default()
-    }
+    tests::proptest_config!(256, "encoding_roundtrip")
 }
 
 /// Pieces that mean something to a URL parser, or to a server decoding a path.
@@ -129,10 +122,7 @@ where
     F: FnOnce(EncClient) -> Fut,
     Fut: Future<Output = Result<String, ApiError>>,
 {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("a runtime");
+    let rt = tests::case_runtime(false);
     let t = ScriptedTransport::new([Step::status(200).body("ok")]);
     let api: EncClient = EncClient::builder()
         .base_url(base)

@@ -61,7 +61,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use proptest::test_runner::{FileFailurePersistence, TestCaseError};
+use proptest::test_runner::TestCaseError;
 use resilient_api::circuit_breaker::state::Phase;
 use resilient_api::retry::budget::BudgetConfig;
 use resilient_api::testing::{ScriptedTransport, Step};
@@ -441,11 +441,7 @@ async fn call<C>(api: &C, case: &Case, f: [fn(&C) -> BoxCall<'_>; 4]) -> Result<
 type BoxCall<'a> = std::pin::Pin<Box<dyn Future<Output = Result<String, ApiError>> + 'a>>;
 
 fn run(case: &Case) -> Result<Run, TestCaseError> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a runtime");
+    let rt = tests::case_runtime(true);
     rt.block_on(async {
         let created = Instant::now();
         // Half-open: a first call whose two branches fail trips the breaker first.
@@ -630,14 +626,7 @@ fn case(tripping: bool, broke: bool, half_open: bool) -> impl Strategy<Value = C
 }
 
 fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: 512,
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/proptest-regressions/hedge_model.txt"
-        )))),
-        ..ProptestConfig::default()
-    }
+    tests::proptest_config!(512, "hedge_model")
 }
 
 proptest! {

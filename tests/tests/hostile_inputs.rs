@@ -25,7 +25,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 
 use proptest::prelude::*;
-use proptest::test_runner::FileFailurePersistence;
 use resilient_api::bulkhead::BulkheadConfig;
 use resilient_api::circuit_breaker::state::{BreakerConfig, BreakerMode};
 use resilient_api::retry::budget::BudgetConfig;
@@ -104,27 +103,12 @@ trait Once {
 }
 
 fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: 256,
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/proptest-regressions/hostile_inputs.txt"
-        )))),
-        ..ProptestConfig::default()
-    }
+    tests::proptest_config!(256, "hostile_inputs")
 }
 
 /// Long enough for every scripted case to end many times over (at most three
 /// attempts of 5 s, two waits of at most 60 s, redirects): reaching it is a hang.
 const OUTER: Duration = Duration::from_secs(24 * 3600);
-
-fn paused_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a runtime")
-}
 
 // ---------------------------------------------------------------- strategies
 
@@ -440,7 +424,7 @@ fn caller_kind_allowed(kind: ErrorKind) -> bool {
 }
 
 fn run_caller(case: &CallerCase) -> Result<(), TestCaseError> {
-    let rt = paused_runtime();
+    let rt = tests::case_runtime(true);
     rt.block_on(async {
         let t = ScriptedTransport::new(caller_script(case.script));
         let mut b = CallerClient::builder().transport(t.clone());
@@ -828,7 +812,7 @@ fn check_server_error(e: &ApiError) -> Result<(), TestCaseError> {
 }
 
 fn run_server(case: &ServerCase) -> Result<(), TestCaseError> {
-    let rt = paused_runtime();
+    let rt = tests::case_runtime(true);
     rt.block_on(async {
         let t = ScriptedTransport::new(padded_script(&case.answers));
         let mut b = tests::scripted_builder::<ServerClient>(&t).wall_clock(WALLS[case.wall]);
@@ -877,7 +861,7 @@ fn run_server(case: &ServerCase) -> Result<(), TestCaseError> {
 
 /// One answer, no retry: the error's kind follows from the status.
 fn run_once(method: u8, a: &Answer) -> Result<(), TestCaseError> {
-    let rt = paused_runtime();
+    let rt = tests::case_runtime(true);
     rt.block_on(async {
         let t = ScriptedTransport::new(padded_script(std::slice::from_ref(a)));
         let api: OnceClient = tests::scripted(&t);
@@ -1009,7 +993,7 @@ fn raw_answer() -> impl Strategy<Value = RawAnswer> {
 }
 
 fn run_raw(method: u8, answers: &[RawAnswer]) -> Result<(), TestCaseError> {
-    let rt = paused_runtime();
+    let rt = tests::case_runtime(true);
     rt.block_on(async {
         let t = RawTransport::default();
         t.answers

@@ -39,7 +39,7 @@ use std::time::Duration;
 
 use http::HeaderValue;
 use proptest::prelude::*;
-use proptest::test_runner::{FileFailurePersistence, TestCaseError};
+use proptest::test_runner::TestCaseError;
 use resilient_api::testing::{RecordedRequest, ScriptedTransport, Step};
 use resilient_api::{ApiError, ErrorKind, resilient_api};
 use url::Url;
@@ -86,14 +86,7 @@ const CREDENTIAL_HEADERS: &[&str] = &[
 const FIRST_URL: &str = "https://api.test/v1/items?api_key=tok-query-6&page=1";
 
 fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: 512,
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/proptest-regressions/redirect_location.txt"
-        )))),
-        ..ProptestConfig::default()
-    }
+    tests::proptest_config!(512, "redirect_location")
 }
 
 fn client(t: &ScriptedTransport, max_redirects: u32) -> LocClient {
@@ -112,11 +105,7 @@ fn client(t: &ScriptedTransport, max_redirects: u32) -> LocClient {
 /// Run `f` on a current-thread runtime with the paused clock; a call that never ends
 /// is caught by the outer timeout, which the paused clock reaches at once.
 fn run<T, Fut: Future<Output = T>>(f: Fut) -> T {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a runtime");
+    let rt = tests::case_runtime(true);
     rt.block_on(async {
         tokio::time::timeout(Duration::from_secs(3600), f)
             .await

@@ -36,7 +36,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use proptest::prelude::*;
-use proptest::test_runner::{FileFailurePersistence, TestCaseError};
+use proptest::test_runner::TestCaseError;
 use resilient_api::testing::{ScriptedTransport, Step};
 use resilient_api::{ApiError, CallOptions, ErrorKind, Jitter, TimeoutKind, resilient_api};
 use tokio::time::Instant;
@@ -254,14 +254,7 @@ fn case() -> impl Strategy<Value = Case> {
 }
 
 fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: 512,
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/proptest-regressions/retry_timing_props.txt"
-        )))),
-        ..ProptestConfig::default()
-    }
+    tests::proptest_config!(512, "retry_timing_props")
 }
 
 /// The HTTP date `secs` seconds after (or before) the wall clock's whole second, in
@@ -458,11 +451,7 @@ fn run(
     Instant,
     ScriptedTransport,
 ) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a runtime");
+    let rt = tests::case_runtime(true);
     rt.block_on(async {
         let t = ScriptedTransport::new(case.answers.iter().map(step));
         let origin = Instant::now();
