@@ -251,9 +251,11 @@ mod tests {
         }
     }
 
-    struct GateRecorder(Arc<Gate>);
+    /// A recorder whose every gauge is the one it holds; counters and histograms are
+    /// dropped.
+    struct GaugeRecorder<G>(Arc<G>);
 
-    impl Recorder for GateRecorder {
+    impl<G: GaugeFn + Send + Sync + 'static> Recorder for GaugeRecorder<G> {
         fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
         fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
         fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
@@ -293,7 +295,7 @@ mod tests {
             String::new(),
             "https://h".into(),
         ));
-        let recorder = Arc::new(GateRecorder(gate.clone()));
+        let recorder = Arc::new(GaugeRecorder(gate.clone()));
         let fail = |b: &CircuitBreaker| {
             let a = b.admit(Instant::now()).expect("admitted");
             a.record(Outcome::Failure, || (Duration::ZERO, Instant::now()));
@@ -329,6 +331,7 @@ mod tests {
         assert_eq!(breaker.snapshot(Instant::now()).phase, Phase::Open);
         assert_eq!(gauge(), 2.0, "the gauge reads the breaker's state");
     }
+
     /// A gauge that panics when set.
     struct Panicking;
 
@@ -337,23 +340,6 @@ mod tests {
         fn decrement(&self, _: f64) {}
         fn set(&self, _: f64) {
             panic!("the recorder failed");
-        }
-    }
-
-    struct PanickingRecorder;
-
-    impl Recorder for PanickingRecorder {
-        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-        fn register_counter(&self, _: &Key, _: &Metadata<'_>) -> Counter {
-            Counter::noop()
-        }
-        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
-            Gauge::from_arc(Arc::new(Panicking))
-        }
-        fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
-            Histogram::noop()
         }
     }
 
@@ -372,7 +358,7 @@ mod tests {
             "https://h".into(),
         );
         let tripped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            metrics::with_local_recorder(&PanickingRecorder, || {
+            metrics::with_local_recorder(&GaugeRecorder(Arc::new(Panicking)), || {
                 let a = breaker.admit(Instant::now()).expect("closed");
                 a.record(Outcome::Failure, || (Duration::ZERO, Instant::now()));
             })
