@@ -323,6 +323,23 @@ impl Model<'_> {
 }
 
 /// The model's timeline, or `None` when the case hangs on an undefined order (rule 5).
+/// An execution ended at `t` with `outcome`: every caller still in it gets that, and
+/// an error also reports the execution's attempts.
+fn settle(
+    exec: &Exec,
+    outcome: &Outcome,
+    t: u64,
+    outcomes: &mut [Option<(Outcome, u64)>],
+    attempts: &mut [Option<u32>],
+) {
+    for &i in &exec.callers {
+        outcomes[i] = Some((outcome.clone(), t));
+        if !matches!(outcome, Outcome::Ok(_)) {
+            attempts[i] = Some(exec.attempts);
+        }
+    }
+}
+
 fn expect(case: &Case) -> Option<Expected> {
     let callers = &case.callers;
     let mut m = Model {
@@ -371,14 +388,7 @@ fn expect(case: &Case) -> Option<Expected> {
             let (end, ev) = m.advance(key, &mut exec, t);
             event[key] = ev;
             match end {
-                Some(outcome) => {
-                    for &i in &exec.callers {
-                        outcomes[i] = Some((outcome.clone(), t));
-                        if !matches!(outcome, Outcome::Ok(_)) {
-                            attempts[i] = Some(exec.attempts);
-                        }
-                    }
-                }
+                Some(outcome) => settle(&exec, &outcome, t, &mut outcomes, &mut attempts),
                 None => execs[key] = Some(exec),
             }
         }
@@ -411,14 +421,7 @@ fn expect(case: &Case) -> Option<Expected> {
                         return None;
                     }
                     match end {
-                        Some(outcome) => {
-                            for &i in &exec.callers {
-                                outcomes[i] = Some((outcome.clone(), t));
-                                if !matches!(outcome, Outcome::Ok(_)) {
-                                    attempts[i] = Some(exec.attempts);
-                                }
-                            }
-                        }
+                        Some(outcome) => settle(&exec, &outcome, t, &mut outcomes, &mut attempts),
                         None => execs[key] = Some(exec),
                     }
                 }
