@@ -1669,12 +1669,12 @@ impl Future for ReadBounded {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        // Truncating at 0 bytes, the read is done before it starts: waiting for the
-        // first chunk would only be waiting for bytes to drop.
-        if this.truncate && this.limit == 0 {
-            return Poll::Ready((None, None));
-        }
         loop {
+            // Truncating, a read that holds `limit` bytes is done (a limit of 0 before
+            // the first chunk): waiting for more would only be waiting for bytes to drop.
+            if this.truncate && this.total >= this.limit {
+                return Poll::Ready((this.taken(), None));
+            }
             let chunk = match std::task::ready!(Pin::new(&mut this.body).poll_next(cx)) {
                 None => return Poll::Ready((this.taken(), None)),
                 Some(Err(e)) => {
@@ -1687,9 +1687,7 @@ impl Future for ReadBounded {
                 Some(Ok(c)) => c,
             };
             this.total = this.total.saturating_add(chunk.len() as u64);
-            // Truncating, a read that holds `limit` bytes is done: waiting for more
-            // would only be waiting for bytes to drop.
-            if this.total > this.limit || (this.truncate && this.total == this.limit) {
+            if this.total > this.limit {
                 if !this.truncate {
                     return Poll::Ready((None, Some(ReadError::TooLarge)));
                 }
