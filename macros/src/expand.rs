@@ -29,13 +29,14 @@ pub fn resilient_api(args: TokenStream, item: ItemTrait) -> TokenStream {
     }
 }
 
-/// Lints users would otherwise see on code they did not write.
+/// Clippy's lints, which users would otherwise see on code they did not write.
+///
+/// rustc's own lints need no `allow`: the generated items carry the macro's spans, so
+/// `dead_code` and the style lints leave them alone. An `allow` of one would also be
+/// an error (E0453) in a crate that forbids it (`tests/ui/pass/strict-lints.rs`).
 fn allow_lints() -> TokenStream {
     quote! {
         #[allow(
-            dead_code,
-            unused_qualifications,
-            non_upper_case_globals,
             clippy::all,
             clippy::pedantic,
             clippy::nursery,
@@ -196,6 +197,11 @@ fn client_struct(api: &Api, docs: &[String]) -> TokenStream {
     let allow = allow_lints();
     let user_allows = user_allows(&api.item.attrs);
     let example = format!("```text\nlet api = {client}::builder().build()?;\n```");
+    let trait_name = api.item.ident.unraw();
+    let partition_example = format!(
+        "```text\nif let Some(state) = api.partition_circuit_state(\"{trait_name}::method\") {{\n    \
+         tracing::info!(phase = ?state.phase, \"breaker\");\n}}\n```"
+    );
     let methods = [
         quote! {
             /// Start building a client: base URL, transport, client-wide headers and
@@ -209,6 +215,14 @@ fn client_struct(api: &Api, docs: &[String]) -> TokenStream {
         quote! {
             /// The same client (shared engine, pools, breakers and bulkheads) with
             /// per-call options, such as a shorter deadline or a cancellation token.
+            ///
+            /// ```text
+            /// let token = CancellationToken::new();
+            /// let quick = api.with_options(
+            ///     CallOptions::new().deadline(Duration::from_millis(300)).cancel_on(token.clone()),
+            /// );
+            /// // quick's calls end within 300 ms, or when `token.cancel()` is called.
+            /// ```
             pub fn with_options(&self, options: #ra::CallOptions) -> Self {
                 Self {
                     __handle: self.__handle.with_options(options),
@@ -217,6 +231,12 @@ fn client_struct(api: &Api, docs: &[String]) -> TokenStream {
         },
         quote! {
             /// State of the default partition's circuit breaker.
+            ///
+            /// ```text
+            /// if api.circuit_state().phase == Phase::Open {
+            ///     // calls are refused at once with `ErrorKind::CircuitOpen` until `open_until`
+            /// }
+            /// ```
             pub fn circuit_state(&self) -> #ra::circuit_breaker::state::CircuitState {
                 self.__handle.circuit_state()
             }
@@ -225,6 +245,8 @@ fn client_struct(api: &Api, docs: &[String]) -> TokenStream {
             /// State of the circuit breaker of the partition `partition` (a method's
             /// own is `Trait::method`; a named one, its name), if one of this
             /// client's endpoints uses it.
+            ///
+            #[doc = #partition_example]
             pub fn partition_circuit_state(
                 &self,
                 partition: &str,
