@@ -573,6 +573,12 @@ mod tests {
             "/a/%{id}",
             "/a/%2{id}",
             "/a/x%{id}/b",
+            "/100%/x",
+            "/a%",
+            "/a/%zz",
+            "/a/%2",
+            "/a/%g0/{id}",
+            "/a/%2%{id}",
         ] {
             assert!(!template(bad).problems.is_empty(), "{bad}");
         }
@@ -585,6 +591,13 @@ mod tests {
             assert!(t.problems.is_empty(), "{:?}", t.problems);
             assert_eq!(t.names, [name]);
         }
+    }
+
+    #[test]
+    fn template_percent_escapes_are_text() {
+        let t = template("/a%20b/{id}%2Fx/%41%7e");
+        assert!(t.problems.is_empty(), "{:?}", t.problems);
+        assert_eq!(t.parts[0], Part::Lit("/a%20b/".into()));
     }
 
     #[test]
@@ -601,7 +614,7 @@ mod tests {
         let any_piece = prop::sample::select(vec![
             "/", "/", "{", "}", "{", "}", "r#", "id", "type", "self", "_", "x1", "é", "e\u{301}",
             "中", ".", "..", "%", "%2e", "%2E", "?", "#", "\\", " ", "\t", "\n", "-", "0", "a",
-            "/*", "\"",
+            "/*", "\"", "%20", "%zz", "%2", "2",
         ]);
         let segment = prop::sample::select(vec![
             "",
@@ -628,6 +641,9 @@ mod tests {
             "a{y}.b",
             "%{x}",
             "%2{y}",
+            "100%",
+            "%41b",
+            "%4",
         ]);
         prop_oneof![
             prop::collection::vec(any_piece, 0..24).prop_map(|pieces| pieces.concat()),

@@ -142,6 +142,30 @@ pub fn parse(value: &str) -> Parsed {
             "path template `{value}` cannot end a `%` escape with a parameter (`%{{id}}`): the value would complete the escape, and `%2e%2e` is `..` to the URL parser; write `%25` for a `%`"
         ));
     }
+    // Any other `%` starts an escape of two hex digits: `/100%/x` is no valid URI,
+    // and what a server makes of it is anyone's guess. (A `%` left open just before a
+    // parameter is the problem above.)
+    let bad_escape = parts.iter().enumerate().find_map(|(i, part)| {
+        let Part::Lit(text) = part else { return None };
+        let before_param = matches!(parts.get(i + 1), Some(Part::Param(_)));
+        let b = text.as_bytes();
+        (0..b.len()).filter(|&at| b[at] == b'%').find_map(|at| {
+            let digits = b[at + 1..]
+                .iter()
+                .take(2)
+                .take_while(|d| d.is_ascii_hexdigit());
+            match digits.count() {
+                2 => None,
+                n if before_param && at + 1 + n == b.len() => None,
+                n => Some(text[at..].chars().take(n + 2).collect::<String>()),
+            }
+        })
+    });
+    if let Some(escape) = bad_escape {
+        problems.push(format!(
+            "path template `{value}` has a `%` without two hex digits after it (`{escape}`): a `%` starts a percent-encoded byte such as `%20`; write `%25` for a `%`"
+        ));
+    }
     Parsed {
         parts,
         names,

@@ -98,6 +98,19 @@ pub fn check(s: &str, parts: &[Part], names: &[String], problems: &[String]) -> 
     ensure!(!s.split('/').any(is_dot_segment), "{s:?}: a dot segment");
     // URL parsers would drop a tab or a line break, and so change the path.
     ensure!(!s.contains(char::is_control), "{s:?}: a control character");
+    // Every `%` in the text starts an escape of two hex digits.
+    for part in parts {
+        if let Part::Lit(text) = part {
+            let b = text.as_bytes();
+            ensure!(
+                (0..b.len()).filter(|&at| b[at] == b'%').all(|at| {
+                    b.get(at + 1..at + 3)
+                        .is_some_and(|d| d.iter().all(u8::is_ascii_hexdigit))
+                }),
+                "{s:?}: a `%` that starts no escape in {text:?}"
+            );
+        }
+    }
     // A value never completes a `%` escape left open before it (the runtime encodes a
     // value's own `%`, but not its hex digits): filled with `2e` or `e`, no segment is
     // a dot segment.
