@@ -29,8 +29,8 @@
 //! | --- | --- | --- | --- |
 //! | `resilient_api_requests_total` | counter | `endpoint`, `partition` | attempts sent (retries and hedges included) |
 //! | `resilient_api_retries_total` | counter | `endpoint`, `partition` | retries decided, each before its backoff |
-//! | `resilient_api_calls_total` | counter | `endpoint`, `partition`, `outcome` | calls ended, once each: `outcome` is `ok` or the error kind ([`ErrorKind::as_str`](crate::ErrorKind::as_str)); `ok` means a response came back, so a body that then fails to decode is an `ok` call |
-//! | `resilient_api_call_duration_seconds` | histogram | `endpoint`, `partition` | a call's time from start to end, whatever its outcome |
+//! | `resilient_api_calls_total` | counter | `endpoint`, `partition`, `outcome` | calls ended, once each: `outcome` is `ok` or the error kind ([`ErrorKind::as_str`](crate::ErrorKind::as_str)); `ok` means a response came back, so a body that then fails to decode is an `ok` call; a call whose future its caller drops (a `tokio::time::timeout` around it, a `select!` that took another branch) is `cancelled`, like one cancelled by its token (a future dropped before its first poll never started, and counts nothing) |
+//! | `resilient_api_call_duration_seconds` | histogram | `endpoint`, `partition` | a call's time from start to end, whatever its outcome (for a dropped call, until it was dropped) |
 //! | `resilient_api_rejections_total` | counter | `endpoint`, `partition`, `policy` | calls ended by a policy's refusal, once each: `policy` is `circuit_breaker`, `bulkhead`, `rate_limit` or `retry_budget` (also counted in `calls_total`) |
 //! | `resilient_api_in_flight` | gauge | `endpoint`, `partition` | attempts sent and not yet ended: up by one at dispatch, down by one when the attempt ends in any way (answered, failed, timed out, lost a hedge race, dropped); a streamed response's attempt ends with its head |
 //! | `resilient_api_queue_depth` | gauge | `partition` | callers waiting in a bulkhead queue; the engine's global bulkhead is `partition="global"` |
@@ -255,6 +255,50 @@ pub(crate) mod metrics_impl {
         metrics::counter!("resilient_api_retries_total", "endpoint" => endpoint, "partition" => partition_tag(partition)).increment(1);
     }
 
+    /// A call is under way: its end is recorded once, by [`CallEnd::record`], or as
+    /// `cancelled` if the call's future is dropped first (its caller gave up on it).
+    pub(crate) fn call_end<'a>(
+        endpoint: &'static str,
+        partition: &'a str,
+        started: tokio::time::Instant,
+    ) -> CallEnd<'a> {
+        CallEnd {
+            endpoint,
+            partition,
+            started,
+            recorded: false,
+        }
+    }
+
+    /// A call whose end is not recorded yet (see [`call_end`]).
+    pub(crate) struct CallEnd<'a> {
+        endpoint: &'static str,
+        partition: &'a str,
+        started: tokio::time::Instant,
+        recorded: bool,
+    }
+
+    impl CallEnd<'_> {
+        /// The call ended: `Ok(())`, or the kind of its error.
+        pub(crate) fn record(mut self, outcome: Result<(), ErrorKind>) {
+            self.recorded = true;
+            call(self.endpoint, self.partition, outcome, self.started);
+        }
+    }
+
+    impl Drop for CallEnd<'_> {
+        fn drop(&mut self) {
+            if !self.recorded {
+                call(
+                    self.endpoint,
+                    self.partition,
+                    Err(ErrorKind::Cancelled),
+                    self.started,
+                );
+            }
+        }
+    }
+
     /// A call ended: `Ok(())`, or the kind of its error.
     pub(crate) fn call(
         endpoint: &'static str,
@@ -363,6 +407,23 @@ pub(crate) mod metrics_impl {
         _outcome: Result<(), ErrorKind>,
         _started: tokio::time::Instant,
     ) {
+    }
+
+    #[inline(always)]
+    pub(crate) fn call_end<'a>(
+        _endpoint: &'static str,
+        _partition: &'a str,
+        _started: tokio::time::Instant,
+    ) -> CallEnd<'a> {
+        CallEnd(std::marker::PhantomData)
+    }
+
+    /// Zero-sized, and without `Drop`.
+    pub(crate) struct CallEnd<'a>(std::marker::PhantomData<&'a str>);
+
+    impl CallEnd<'_> {
+        #[inline(always)]
+        pub(crate) fn record(self, _outcome: Result<(), ErrorKind>) {}
     }
 
     #[inline(always)]

@@ -302,6 +302,9 @@ pub(crate) fn execute(
             && ep.partition.rate_limit.is_none()
             && inner.global.is_none()
             && deadline.is_none_or(|d| d > start);
+        // Recorded when the call ends below, or as `cancelled` if the caller drops
+        // this future first. Made before what the call holds, so dropped after it.
+        let end = crate::observe::metrics_impl::call_end(spec.name, &ep.partition.name, start);
         let mut failed = None;
         let mut result = 'answered: {
             if plain {
@@ -380,15 +383,10 @@ pub(crate) fn execute(
             })
             .await
         };
-        crate::observe::metrics_impl::call(
-            spec.name,
-            &ep.partition.name,
-            match &result {
-                Ok(_) => Ok(()),
-                Err(e) => Err(e.kind()),
-            },
-            start,
-        );
+        end.record(match &result {
+            Ok(_) => Ok(()),
+            Err(e) => Err(e.kind()),
+        });
         // The answer is looked at in place: moving it out and back costs a copy of it.
         if let Ok(raw) = &mut result {
             record_status(&span, raw.status.as_u16());

@@ -177,10 +177,14 @@ async fn an_attempt_is_in_flight_until_its_future_is_dropped() {
     drop(call);
     assert_eq!(in_flight(), Some(0.0), "a dropped attempt leaves no trace");
     assert_eq!(
-        m.series("resilient_api_calls_total"),
-        0,
-        "a dropped call never ended"
+        m.counter(
+            "resilient_api_calls_total",
+            &[EP, DEFAULT, ("outcome", "cancelled")]
+        ),
+        1,
+        "a dropped call ended as cancelled"
     );
+    assert_eq!(m.series("resilient_api_calls_total"), 1);
     assert_nothing_leaked(&t);
 }
 

@@ -60,7 +60,12 @@ async fn a_caller_dropped_in_the_bulkhead_queue_leaves_the_queue_depth() {
     drop(first);
     assert_eq!(m.gauge(IN_FLIGHT, &[EP, DEFAULT]), Some(0.0));
     assert_eq!(m.counter(REQUESTS, &[EP, DEFAULT]), 1);
-    assert!(m.all_series().iter().all(|s| !s.starts_with(CALLS)));
+    // Each caller that left is one `cancelled` call, timed to the moment it left.
+    assert_eq!(
+        m.counter(CALLS, &[EP, DEFAULT, ("outcome", "cancelled")]),
+        2
+    );
+    assert_eq!(m.histogram(DURATION, &[EP, DEFAULT]), [0.01, 0.02]);
     m.assert_gauges_at_rest();
     assert_nothing_leaked(&t);
 }
@@ -89,6 +94,11 @@ async fn a_call_dropped_during_its_backoff_or_its_retry_leaves_nothing_in_flight
     assert_eq!(m.gauge(IN_FLIGHT, &[EP, DEFAULT]), Some(0.0));
     assert_eq!(m.counter(REQUESTS, &[EP, DEFAULT]), 3);
     assert_eq!(m.counter(RETRIES, &[EP, DEFAULT]), 2);
+    assert_eq!(
+        m.counter(CALLS, &[EP, DEFAULT, ("outcome", "cancelled")]),
+        2
+    );
+    assert_eq!(m.histogram(DURATION, &[EP, DEFAULT]), [0.01, 0.03]);
     m.assert_gauges_at_rest();
     assert_nothing_leaked(&t);
 }
@@ -146,7 +156,7 @@ pub trait Limited {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_caller_dropped_while_waiting_for_a_token_counts_nothing() {
+async fn a_caller_dropped_while_waiting_for_a_token_is_a_cancelled_call_and_no_request() {
     let m = Recorded::new();
     let _installed = metrics::set_default_local_recorder(&m);
     let t = ScriptedTransport::new([Step::status(200).body("ok"), Step::status(200).body("ok")]);
@@ -157,6 +167,11 @@ async fn a_caller_dropped_while_waiting_for_a_token_counts_nothing() {
     run_for(&mut waiting, ms(50)).await;
     drop(waiting);
     assert_eq!(m.counter(REQUESTS, &[EP, DEFAULT]), 1);
+    assert_eq!(
+        m.counter(CALLS, &[EP, DEFAULT, ("outcome", "cancelled")]),
+        1
+    );
+    assert_eq!(m.histogram(DURATION, &[EP, DEFAULT]), [0.0, 0.05]);
     assert_eq!(m.gauge(IN_FLIGHT, &[EP, DEFAULT]), Some(0.0));
     m.assert_gauges_at_rest();
 
@@ -288,6 +303,11 @@ async fn a_coalesced_attempt_is_in_flight_until_its_last_caller_leaves() {
     assert_eq!(m.gauge(IN_FLIGHT, &[EP, DEFAULT]), Some(0.0));
     assert_eq!(m.counter(REQUESTS, &[EP, DEFAULT]), 1, "one attempt sent");
     assert_eq!(m.counter(CALLS, &[EP, DEFAULT, ("outcome", "ok")]), 1);
+    assert_eq!(
+        m.counter(CALLS, &[EP, DEFAULT, ("outcome", "cancelled")]),
+        1,
+        "a left"
+    );
 
     // Every caller drops: the shared attempt is dropped too.
     t.push([Step::hang()]);
@@ -442,6 +462,37 @@ async fn each_end_of_a_call_is_one_outcome_with_its_exact_duration() {
         );
         assert!(!series.contains("example.test"), "{series}");
     }
+    assert_nothing_leaked(&t);
+}
+
+/// A caller that gives up by dropping the call (here through `tokio::time::timeout`,
+/// the usual way) ends it as `cancelled`, once, at the moment it dropped it; a call
+/// dropped before its first poll never started and records nothing.
+#[tokio::test(start_paused = true)]
+async fn a_call_dropped_by_its_caller_is_one_cancelled_call_with_its_duration() {
+    let m = Recorded::new();
+    let _installed = metrics::set_default_local_recorder(&m);
+    let t = ScriptedTransport::new([Step::hang()]);
+    let api = scripted::<OutcomesClient>(&t);
+
+    let gave_up = tokio::time::timeout(ms(40), api.resource()).await;
+    assert!(gave_up.is_err(), "the caller's own timeout");
+    assert_eq!(
+        m.counter(CALLS, &[EP, DEFAULT, ("outcome", "cancelled")]),
+        1
+    );
+    assert_eq!(m.histogram(DURATION, &[EP, DEFAULT]), [0.04]);
+    assert_eq!(m.counter(REQUESTS, &[EP, DEFAULT]), 1);
+    assert_eq!(m.gauge(IN_FLIGHT, &[EP, DEFAULT]), Some(0.0));
+
+    drop(api.resource());
+    assert_eq!(
+        m.counter(CALLS, &[EP, DEFAULT, ("outcome", "cancelled")]),
+        1,
+        "never polled, never started"
+    );
+    assert_eq!(m.histogram(DURATION, &[EP, DEFAULT]).len(), 1);
+    m.assert_gauges_at_rest();
     assert_nothing_leaked(&t);
 }
 
