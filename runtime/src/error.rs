@@ -7,7 +7,9 @@
 //!
 //! # Defaults
 //! An error response's body is kept up to 64 KiB, or up to the call's body limit if
-//! that is lower. `Display` is short, lowercase, and never holds a secret: no request
+//! that is lower; so is the body of an answer that could not be decoded
+//! ([`ErrorKind::Decode`], [`ErrorKind::UnexpectedContentType`]), with its status and
+//! headers. `Display` is short, lowercase, and never holds a secret: no request
 //! header values, no query string, no request body (a decode error names the
 //! response's content type, as it should).
 //!
@@ -108,9 +110,11 @@ pub enum ErrorKind {
     Connect,
     /// The connection failed after the request was sent (reset, broken pipe, body cut short).
     Transport,
-    /// The response body could not be decoded.
+    /// The response body could not be decoded. The error keeps the response's status,
+    /// headers and body, as for [`Status`](ErrorKind::Status).
     Decode,
-    /// The response's content type cannot be what the endpoint returns.
+    /// The response's content type cannot be what the endpoint returns. The error keeps
+    /// the response's status, headers and body.
     UnexpectedContentType,
     /// The response body was larger than the limit.
     BodyTooLarge,
@@ -356,7 +360,11 @@ impl ApiError {
         self.inner.kind
     }
 
-    /// The status of the error response, when there was one.
+    /// The status of the response the error is about: an error response's, or the
+    /// status of an answer that could not be decoded ([`ErrorKind::Decode`],
+    /// [`ErrorKind::UnexpectedContentType`]). `None` when no response is at fault (a
+    /// timeout, a connection error, a policy's refusal); to tell an error status
+    /// from a decode error, ask [`kind`](ApiError::kind).
     ///
     /// ```
     /// # use resilient_api::testing::{ScriptedTransport, Step};
@@ -382,7 +390,7 @@ impl ApiError {
         self.inner.status
     }
 
-    /// The headers of the error response, when there was one.
+    /// The headers of the response the error is about (see [`status`](ApiError::status)).
     ///
     /// ```
     /// # use resilient_api::testing::{ScriptedTransport, Step};
@@ -405,7 +413,8 @@ impl ApiError {
         self.inner.headers.as_ref()
     }
 
-    /// The error response's body, up to 64 KiB, or up to the call's body limit
+    /// The body of the response the error is about (see [`status`](ApiError::status)),
+    /// up to 64 KiB, or up to the call's body limit
     /// (`#[max_body]` or the client's `max_body_size`) if that is lower. The rest is
     /// not read.
     ///
@@ -430,7 +439,7 @@ impl ApiError {
         self.inner.body.as_ref()
     }
 
-    /// The error response's body as text (lossy), when there was one.
+    /// [`body`](ApiError::body) as text (lossy).
     ///
     /// ```
     /// # use resilient_api::testing::{ScriptedTransport, Step};
@@ -457,7 +466,7 @@ impl ApiError {
 
     /// Decode the error response's body as JSON, e.g. into the API's error type.
     ///
-    /// Returns `None` when there was no error response.
+    /// Returns `None` when the error holds no body (see [`body`](ApiError::body)).
     ///
     /// ```
     /// # use resilient_api::testing::{ScriptedTransport, Step};

@@ -518,15 +518,17 @@ impl ResponseStream {
     /// assert_eq!(csv.lines().count(), 2);
     /// # Ok(()) }
     /// ```
-    pub async fn text(self) -> Result<String, ApiError> {
+    pub async fn text(mut self) -> Result<String, ApiError> {
         let (status, endpoint, attempts) = (self.status(), self.endpoint, self.attempts);
-        let content_type = self.headers().get(http::header::CONTENT_TYPE).cloned();
+        // Reading needs none of the headers: they are kept for a decode error.
+        let headers = std::mem::take(&mut self.headers);
         let b = self.bytes().await?;
         String::from_utf8(b.to_vec()).map_err(|e| {
             let mut e = decode_failure(
+                ErrorKind::Decode,
                 status,
-                content_type.as_ref(),
-                b.len(),
+                headers,
+                &b,
                 format!("not UTF-8 at byte {}", e.utf8_error().valid_up_to()),
             );
             e.set_endpoint(endpoint);
@@ -536,19 +538,28 @@ impl ResponseStream {
     }
 }
 
-/// A decode error: what went wrong, with the response's status, content type and
-/// length (never its body).
+/// A `kind` error about a response that could not be decoded: the message says what
+/// went wrong, with the content type and the length (never the body); the error keeps
+/// the response's status, headers and the body's first 64 KiB, as an error
+/// response's are kept, for the caller to look at.
 fn decode_failure(
+    kind: ErrorKind,
     status: StatusCode,
-    content_type: Option<&http::HeaderValue>,
-    len: usize,
+    headers: HeaderMap,
+    body: &[u8],
     what: String,
 ) -> ApiError {
-    let ct = content_type.and_then(|v| v.to_str().ok()).unwrap_or("none");
-    ApiError::new(ErrorKind::Decode).with_message(format!(
-        "{what} (status {}, content type {ct}, {len} bytes)",
-        status.as_u16()
-    ))
+    let ct = headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("none");
+    let message = format!("{what} (content type {ct}, {} bytes)", body.len());
+    let kept = &body[..body.len().min(crate::pipeline::ERROR_BODY_LIMIT)];
+    ApiError::new(kind).with_message(message).with_status(
+        status.as_u16(),
+        headers,
+        Bytes::copy_from_slice(kept),
+    )
 }
 
 impl fmt::Debug for ResponseStream {
@@ -639,7 +650,8 @@ pub mod decode {
     ///
     /// The macro picks the decoder from the method's result type; a failure is an
     /// [`ErrorKind::Decode`] (or [`ErrorKind::UnexpectedContentType`]) error, never
-    /// retried, that names the status, content type and length, never the body.
+    /// retried, whose message names the content type and length, never the body. The
+    /// error keeps the response's status, headers and the body's first 64 KiB.
     ///
     /// ```
     /// use resilient_api::response::decode::{Decoder, Json};
@@ -684,15 +696,16 @@ pub mod decode {
         fn decode(raw: RawResponse) -> Result<Self::Output, ApiError>;
     }
 
-    fn decode_error(raw: &RawResponse, len: usize, what: String) -> ApiError {
-        let content_type = raw.headers.get(http::header::CONTENT_TYPE);
-        let mut e = super::decode_failure(raw.status, content_type, len, what);
+    /// A `kind` error about `raw`, which could not be decoded (see
+    /// [`decode_failure`](super::decode_failure)).
+    fn decode_error(kind: ErrorKind, raw: RawResponse, what: String) -> ApiError {
+        let mut e = super::decode_failure(kind, raw.status, raw.headers, buffered(&raw.body), what);
         e.set_endpoint(raw.endpoint);
         e
     }
 
-    fn buffered(raw: &RawResponse) -> &[u8] {
-        match &raw.body {
+    fn buffered(body: &RawBody) -> &[u8] {
+        match body {
             RawBody::Buffered(b) => b,
             RawBody::Streaming(_) => &[],
         }
@@ -759,31 +772,23 @@ pub mod decode {
     impl<T: DeserializeOwned + Send + 'static> Decoder for Json<T> {
         type Output = T;
         fn decode(raw: RawResponse) -> Result<T, ApiError> {
-            let body = buffered(&raw);
             if !json_content_type(&raw.headers) {
-                let ct = raw
-                    .headers
-                    .get(http::header::CONTENT_TYPE)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("?");
-                let mut e = ApiError::new(ErrorKind::UnexpectedContentType)
-                    .with_message(format!("expected JSON, got `{ct}` ({} bytes)", body.len()));
-                e.set_endpoint(raw.endpoint);
-                return Err(e);
+                let what = "expected JSON".to_owned();
+                return Err(decode_error(ErrorKind::UnexpectedContentType, raw, what));
             }
-            serde_json::from_slice(body).map_err(|e| {
-                let what = match e.classify() {
-                    serde_json::error::Category::Io => "i/o error",
-                    serde_json::error::Category::Syntax => "invalid JSON",
-                    serde_json::error::Category::Data => "JSON of the wrong shape",
-                    serde_json::error::Category::Eof => "JSON cut short",
-                };
-                decode_error(
-                    &raw,
-                    body.len(),
-                    format!("{what} at line {} column {}", e.line(), e.column()),
-                )
-            })
+            match serde_json::from_slice(buffered(&raw.body)) {
+                Ok(value) => Ok(value),
+                Err(e) => {
+                    let what = match e.classify() {
+                        serde_json::error::Category::Io => "i/o error",
+                        serde_json::error::Category::Syntax => "invalid JSON",
+                        serde_json::error::Category::Data => "JSON of the wrong shape",
+                        serde_json::error::Category::Eof => "JSON cut short",
+                    };
+                    let what = format!("{what} at line {} column {}", e.line(), e.column());
+                    Err(decode_error(ErrorKind::Decode, raw, what))
+                }
+            }
         }
     }
 
@@ -811,14 +816,13 @@ pub mod decode {
     impl Decoder for Text {
         type Output = String;
         fn decode(raw: RawResponse) -> Result<String, ApiError> {
-            let body = buffered(&raw);
-            std::str::from_utf8(body).map(str::to_owned).map_err(|e| {
-                decode_error(
-                    &raw,
-                    body.len(),
-                    format!("not UTF-8 at byte {}", e.valid_up_to()),
-                )
-            })
+            match std::str::from_utf8(buffered(&raw.body)) {
+                Ok(text) => Ok(text.to_owned()),
+                Err(e) => {
+                    let what = format!("not UTF-8 at byte {}", e.valid_up_to());
+                    Err(decode_error(ErrorKind::Decode, raw, what))
+                }
+            }
         }
     }
 

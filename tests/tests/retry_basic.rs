@@ -224,3 +224,47 @@ async fn a_decode_error_says_how_many_attempts_came_before_it() {
     );
     assert_eq!(e.endpoint(), "document");
 }
+
+/// A body that cannot be decoded comes with the response it came in: its status,
+/// its headers (a request id for the bug report) and its body, up to 64 KiB, so the
+/// caller can see the login page that came instead of JSON.
+#[tokio::test(start_paused = true)]
+async fn a_decode_error_carries_the_response_it_could_not_decode() {
+    let page = format!("<h1>Sign in</h1>{}", "x".repeat(70 * 1024));
+    let t = ScriptedTransport::new([
+        Step::status(200)
+            .header("content-type", "application/json")
+            .header("x-request-id", "req-1")
+            .body("{not json"),
+        Step::status(203)
+            .header("content-type", "text/html")
+            .header("x-request-id", "req-2")
+            .body(page.clone()),
+    ]);
+    let api = scripted::<BasicClient>(&t);
+
+    let e = api.document().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Decode);
+    assert_eq!(e.status(), Some(200));
+    let id = |e: &resilient_api::ApiError| {
+        e.headers()
+            .and_then(|h| h.get("x-request-id")?.to_str().ok().map(str::to_owned))
+    };
+    assert_eq!(id(&e).as_deref(), Some("req-1"));
+    assert_eq!(e.body_text().as_deref(), Some("{not json"));
+    assert_eq!(
+        e.to_string(),
+        "decode failed 200 in `document`: invalid JSON at line 1 column 2 (content type application/json, 9 bytes)"
+    );
+
+    let e = api.document().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::UnexpectedContentType);
+    assert_eq!(e.status(), Some(203));
+    assert_eq!(id(&e).as_deref(), Some("req-2"));
+    assert_eq!(e.body().map(|b| b.len()), Some(64 * 1024));
+    assert!(
+        e.body_text()
+            .is_some_and(|b| b.starts_with("<h1>Sign in</h1>"))
+    );
+    assert_eq!(t.attempts(), 2);
+}

@@ -187,8 +187,23 @@ async fn a_streamed_text_decode_error_says_what_it_read() {
     assert_eq!(e.kind(), ErrorKind::Decode);
     let message = e.to_string();
     assert!(
-        message.contains("not UTF-8 at byte 2 (status 200, content type text/csv, 4 bytes)"),
+        message.contains("not UTF-8 at byte 2 (content type text/csv, 4 bytes)"),
         "{message}"
+    );
+    // The status is the error's own (shown first by `Display`), with the headers and
+    // the body it read.
+    assert_eq!(e.status(), Some(200));
+    assert!(
+        message.starts_with("decode failed 200 in `download`"),
+        "{message}"
+    );
+    assert_eq!(
+        e.headers().and_then(|h| h.get("content-type")),
+        Some(&http::HeaderValue::from_static("text/csv"))
+    );
+    assert_eq!(
+        e.body().map(|b| &b[..]),
+        Some(&[b'a', b'b', 0xff, 0xfe][..])
     );
     assert_nothing_leaked(&t);
 }
