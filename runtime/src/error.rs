@@ -566,8 +566,9 @@ impl ApiError {
     }
 
     /// How long to wait before a new attempt, from when the error was made: the
-    /// server's `Retry-After` (capped), or the time left on an open breaker or until
-    /// the rate limiter's next token.
+    /// server's `Retry-After` as it asked (the retry policy's cap bounds only the
+    /// client's own waits; a wait past what the clock can hold is given capped), or
+    /// the time left on an open breaker or until the rate limiter's next token.
     ///
     /// ```
     /// # use resilient_api::testing::{ScriptedTransport, Step};

@@ -854,10 +854,13 @@ impl Call<'_> {
         let wait = server_wait.unwrap_or(computed);
         let now = Instant::now();
         let resume = now.checked_add(wait);
-        if let Some(w) = server_wait
-            && let Some(at) = resume
+        // The error says when the server asked to be called again, as it asked (see
+        // `status_failure`; this wait is at most the cap), and how long that is from
+        // now: a hedged round may end after the answer that asked.
+        if server_wait.is_some()
+            && let Some(at) = error.retry_at()
         {
-            error.set_retry_at(at, w);
+            error.set_retry_at(at, at.saturating_duration_since(now));
         }
         let fits = match (resume, self.wait_limit()) {
             (None, Some(_)) => false,
@@ -1331,15 +1334,21 @@ impl Call<'_> {
         let code = status.as_u16();
         let retryable = spec.idempotent && spec.policy.retry.retries_status(code);
         // On the error whether or not it is retried: a caller whose retries are spent
-        // (or off) still learns when the server asked to be called again.
-        let server_wait = crate::retry::retry_after::server_wait(
+        // (or off) still learns when the server asked to be called again, as it
+        // asked. The cap bounds this client's own wait, not what the caller is told;
+        // only a wait past what the clock can hold is told capped.
+        let asked = crate::retry::retry_after::server_wait(
             &headers,
             (self.inner.wall_clock)(),
-            spec.policy.retry.retry_after_cap,
+            Duration::MAX,
         );
+        let server_wait = asked.map(|w| w.min(spec.policy.retry.retry_after_cap));
         let mut error = ApiError::new(ErrorKind::Status).with_status(code, headers, body);
-        if let Some(wait) = server_wait
-            && let Some(at) = Instant::now().checked_add(wait)
+        let now = Instant::now();
+        if let Some((at, wait)) = [asked, server_wait]
+            .into_iter()
+            .flatten()
+            .find_map(|w| Some((now.checked_add(w)?, w)))
         {
             error.set_retry_at(at, wait);
         }

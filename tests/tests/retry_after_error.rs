@@ -24,6 +24,10 @@ pub trait Waits {
 
     #[post("/charge")]
     async fn charge(&self) -> Result<String, ApiError>;
+
+    #[get("/capped")]
+    #[retry(max = 1, retry_after_cap = "1s")]
+    async fn capped(&self) -> Result<String, ApiError>;
 }
 
 /// Regression: the last attempt's 503 asked for 1 s, and the error said nothing.
@@ -81,4 +85,34 @@ async fn no_retry_after_without_the_header() {
     let api = scripted::<WaitsClient>(&t);
     let e = api.no_retry().await.unwrap_err();
     assert_eq!((e.retry_after(), e.retry_at()), (None, None));
+}
+
+/// The cap bounds the client's own wait, not what the caller is told: a server that
+/// asks for two minutes is retried after the 1 s cap, and the error that ends the
+/// call says what the last answer asked for, uncapped (DESIGN §3.3: "carrying the
+/// server's requested retry time").
+#[tokio::test(start_paused = true)]
+async fn the_error_says_the_wait_the_server_asked_for_not_the_capped_one() {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("busy").header("retry-after", "120"),
+        Step::status(503).body("busy").header("retry-after", "90"),
+    ]);
+    let start = Instant::now();
+    let api = scripted::<WaitsClient>(&t);
+    let e = api.capped().await.unwrap_err();
+    assert_eq!((e.status(), e.attempts()), (Some(503), 2));
+    assert_eq!(
+        t.dispatch_times(),
+        [ms(0), ms(1000)],
+        "retried after the cap"
+    );
+    assert_eq!(e.retry_after(), Some(Duration::from_secs(90)));
+    assert_eq!(e.retry_at(), Some(start + ms(91_000)));
+
+    // With retries off, the default cap of 60 s does not shorten an hour either.
+    t.push([Step::status(429).header("retry-after", "3600")]);
+    let now = Instant::now();
+    let e = api.no_retry().await.unwrap_err();
+    assert_eq!(e.retry_after(), Some(Duration::from_secs(3600)));
+    assert_eq!(e.retry_at(), Some(now + Duration::from_secs(3600)));
 }

@@ -27,8 +27,9 @@
 //!    `timeout::wait_fits`, pinned by `retry_deadline.rs`). If it does not fit, the
 //!    call fails now with the status error.
 //! 5. A status error that ends the call (retries spent, or its wait does not fit)
-//!    carries the server's (capped) wait as `retry_after()` and `answer + wait` as
-//!    `retry_at()`; without a valid header, neither.
+//!    carries the server's wait as it asked, before the cap, as `retry_after()` and
+//!    `answer + wait` as `retry_at()` (a wait too large for any clock, capped);
+//!    without a valid header, neither.
 //! 6. The next attempt is dispatched at once for a zero wait (even off the grid: no
 //!    sleep), else when the sleep ends (see [`wake`]): never before the server's
 //!    instant.
@@ -383,15 +384,14 @@ fn expect(case: &Case) -> Option<Expected> {
         } else if a.status == 200 {
             return done(dispatches, Outcome::Ok, attempts, server_instants);
         } else {
-            let server = a
-                .hint
-                .as_ref()
-                .and_then(|h| server_wait_ms(h, wall_us))
-                .map(|w| w.min(cap) * 1000);
-            (
-                server,
-                Outcome::Status(a.status, server.map(|w| (w, t + w))),
-            )
+            let asked = a.hint.as_ref().and_then(|h| server_wait_ms(h, wall_us));
+            let server = asked.map(|w| w.min(cap) * 1000);
+            // Rule 5: the error says what the server asked; `Huge` is past any clock.
+            let told = asked
+                .filter(|&w| w != u64::MAX)
+                .map(|w| w * 1000)
+                .or(server);
+            (server, Outcome::Status(a.status, told.map(|w| (w, t + w))))
         };
         if i == case.max {
             return done(dispatches, fail, attempts, server_instants);

@@ -7,9 +7,11 @@
 //!
 //! A server's date is rounded **up** (to the whole millisecond), so a retry never
 //! leaves before the instant the server named. The wait is capped, because the header
-//! is the server's number, not the caller's budget. Malformed values (`-5`, `1.5`,
-//! `5s`, garbage) give `None`, so the caller falls back to its computed backoff; a
-//! date in the past gives a zero wait. Huge values saturate instead of failing, and
+//! is the server's number, not the caller's budget (the error that ends a call still
+//! tells the caller the server's wait as it asked:
+//! [`ApiError::retry_after`](crate::ApiError::retry_after)). Malformed values (`-5`,
+//! `1.5`, `5s`, garbage) give `None`, so the caller falls back to its computed backoff;
+//! a date in the past gives a zero wait. Huge values saturate instead of failing, and
 //! no input can panic.
 //!
 //! # Defaults
