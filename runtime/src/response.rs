@@ -58,9 +58,10 @@ use crate::transport::ResponseBody;
 /// followed (a 304, say, or any 3xx when redirects are off). Any other status (a
 /// 4xx or 5xx, and also a 1xx or one above 599) is never decoded as `T`: the call
 /// fails with [`ErrorKind::Status`], whose [`ApiError::status`],
-/// [`ApiError::headers`] and [`ApiError::body`] hold what the server sent. A 204 or 304 has no body, so declare
-/// `Response<()>` where a server may answer with one: a JSON `T` fails to decode an
-/// empty body ([`ErrorKind::Decode`]).
+/// [`ApiError::headers`] and [`ApiError::body`] hold what the server sent. A 204 or
+/// 304 has no body, so declare `Response<Option<T>>` (or `Response<()>`) where a
+/// server may answer with one: an empty body is `None`, and any other JSON `T` fails
+/// to decode it ([`ErrorKind::Decode`]).
 ///
 /// ```
 /// use resilient_api::Response;
@@ -92,7 +93,7 @@ use crate::transport::ResponseBody;
 /// # #[resilient_api(base_url = "https://api.test", timeout(attempt = "1s"))]
 /// # pub trait Tags {
 /// #     #[get("/tags")]
-/// #     async fn tags_since(&self, #[header("If-None-Match")] etag: &str) -> Result<Response<()>, ApiError>;
+/// #     async fn tags_since(&self, #[header("If-None-Match")] etag: &str) -> Result<Response<Option<Vec<String>>>, ApiError>;
 /// #     #[get("/tags")]
 /// #     async fn tags(&self) -> Result<Response<Vec<String>>, ApiError>;
 /// # }
@@ -100,10 +101,11 @@ use crate::transport::ResponseBody;
 /// # async fn main() -> Result<(), ApiError> {
 /// let t = ScriptedTransport::new([Step::status(304), Step::status(404), Step::status(204)]);
 /// let api = TagsClient::builder().transport(t).build()?;
-/// assert_eq!(api.tags_since("\"v1\"").await?.status(), 304); // not modified: keep the copy
+/// let same = api.tags_since("\"v1\"").await?; // `Response<Option<Vec<String>>>`
+/// assert_eq!((same.status().as_u16(), same.value()), (304, &None)); // not modified: keep the copy
 /// let missing = api.tags_since("\"v1\"").await.unwrap_err(); // an error status is an error
 /// assert_eq!((missing.kind(), missing.status()), (ErrorKind::Status, Some(404)));
-/// let empty = api.tags().await.unwrap_err(); // a 204 has no JSON to decode
+/// let empty = api.tags().await.unwrap_err(); // a 204 has no list to decode
 /// assert_eq!(empty.kind(), ErrorKind::Decode);
 /// # Ok(()) }
 /// ```
@@ -747,7 +749,8 @@ pub mod decode {
     ///
     /// The content type must be JSON-like (see the [module docs](super)); anything
     /// else, such as an HTML error page, is [`ErrorKind::UnexpectedContentType`]. An
-    /// empty body (a 204's or a 304's) is not JSON: [`ErrorKind::Decode`].
+    /// empty body (a 204's or a 304's) holds no value: `None` for an `Option` result
+    /// (and `Null` for a `serde_json::Value`), [`ErrorKind::Decode`] for any other.
     ///
     /// ```
     /// use resilient_api::response::decode::{Decoder, Json};
@@ -776,7 +779,16 @@ pub mod decode {
                 let what = "expected JSON".to_owned();
                 return Err(decode_error(ErrorKind::UnexpectedContentType, raw, what));
             }
-            match serde_json::from_slice(buffered(&raw.body)) {
+            let body = buffered(&raw.body);
+            // An empty body (a 204's, a 304's) holds no value: `null` to serde, which an
+            // `Option` result takes as `None`; any other type cannot be made from it.
+            if body.is_empty() {
+                return serde_json::from_slice(b"null").or_else(|_| {
+                    let what = "an empty body, and the result is no `Option`".to_owned();
+                    Err(decode_error(ErrorKind::Decode, raw, what))
+                });
+            }
+            match serde_json::from_slice(body) {
                 Ok(value) => Ok(value),
                 Err(e) => {
                     let what = match e.classify() {
