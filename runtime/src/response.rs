@@ -783,9 +783,9 @@ pub mod decode {
             // An empty body (a 204's, a 304's) holds no value: `null` to serde, which an
             // `Option` result takes as `None`; any other type cannot be made from it.
             if body.is_empty() {
-                return serde_json::from_slice(b"null").or_else(|_| {
+                return serde_json::from_slice(b"null").map_err(|_| {
                     let what = "an empty body, and the result is no `Option`".to_owned();
-                    Err(decode_error(ErrorKind::Decode, raw, what))
+                    decode_error(ErrorKind::Decode, raw, what)
                 });
             }
             match serde_json::from_slice(body) {
