@@ -7,11 +7,14 @@ use resilient_api::{ApiError, ErrorKind, Response, resilient_api};
 use serde::Deserialize;
 use tests::scripted;
 
+/// A JSON object result.
 #[derive(Debug, Deserialize, PartialEq)]
 pub struct User {
+    /// Its id.
     pub id: u64,
 }
 
+/// One method per kind of JSON result; no retries.
 #[resilient_api(timeout(attempt = "10s"), retry(max = 0))]
 pub trait Docs {
     #[get("/value")]
