@@ -602,12 +602,16 @@ impl Handle {
         request: RequestBuilder,
     ) -> impl Future<Output = Result<D::Output, ApiError>> + Send + '_ {
         use futures_util::FutureExt;
-        crate::pipeline::execute(self, request, D::STREAMING).map(|raw| {
-            raw.and_then(|raw| {
-                let attempts = raw.attempts;
-                D::decode(raw).map_err(|mut e| {
-                    e.set_attempts(attempts);
-                    e
+        crate::pipeline::execute(self, request, D::STREAMING).map(|ended| {
+            // The call ends here, decoded or not: a body that cannot be decoded is the
+            // call's outcome in the metrics.
+            crate::observe::metrics_impl::decoded(ended, |raw| {
+                raw.and_then(|raw| {
+                    let attempts = raw.attempts;
+                    D::decode(raw).map_err(|mut e| {
+                        e.set_attempts(attempts);
+                        e
+                    })
                 })
             })
         })

@@ -29,7 +29,7 @@
 //! | --- | --- | --- | --- |
 //! | `resilient_api_requests_total` | counter | `endpoint`, `partition` | attempts sent (retries and hedges included) |
 //! | `resilient_api_retries_total` | counter | `endpoint`, `partition` | retries decided, each before its backoff |
-//! | `resilient_api_calls_total` | counter | `endpoint`, `partition`, `outcome` | calls ended, once each: `outcome` is `ok` or the error kind ([`ErrorKind::as_str`](crate::ErrorKind::as_str)); `ok` means a response came back, so a body that then fails to decode is an `ok` call; a call whose future its caller drops (a `tokio::time::timeout` around it, a `select!` that took another branch) is `cancelled`, like one cancelled by its token (a future dropped before its first poll never started, and counts nothing) |
+//! | `resilient_api_calls_total` | counter | `endpoint`, `partition`, `outcome` | calls ended, once each: `outcome` is `ok` or the error kind ([`ErrorKind::as_str`](crate::ErrorKind::as_str)); a call ends once its answer is decoded, so a body that cannot be decoded is a `decode` (or `unexpected_content_type`) call; a call whose future its caller drops (a `tokio::time::timeout` around it, a `select!` that took another branch) is `cancelled`, like one cancelled by its token (a future dropped before its first poll never started, and counts nothing) |
 //! | `resilient_api_call_duration_seconds` | histogram | `endpoint`, `partition` | a call's time from start to end, whatever its outcome (for a dropped call, until it was dropped) |
 //! | `resilient_api_rejections_total` | counter | `endpoint`, `partition`, `policy` | calls ended by a policy's refusal, once each: `policy` is `circuit_breaker`, `bulkhead`, `rate_limit` or `retry_budget` (also counted in `calls_total`) |
 //! | `resilient_api_in_flight` | gauge | `endpoint`, `partition` | attempts sent and not yet ended: up by one at dispatch, down by one when the attempt ends in any way (answered, failed, timed out, lost a hedge race, dropped); a streamed response's attempt ends with its head |
@@ -210,7 +210,8 @@ pub(crate) mod metrics_impl {
     use metrics::{Gauge, SharedString};
 
     use crate::circuit_breaker::state::Phase;
-    use crate::error::ErrorKind;
+    use crate::error::{ApiError, ErrorKind};
+    use crate::response::RawResponse;
 
     /// The `partition` label: the default partition (named `""`) is `default`.
     fn partition_tag(partition: &str) -> SharedString {
@@ -255,8 +256,10 @@ pub(crate) mod metrics_impl {
         metrics::counter!("resilient_api_retries_total", "endpoint" => endpoint, "partition" => partition_tag(partition)).increment(1);
     }
 
-    /// A call is under way: its end is recorded once, by [`CallEnd::record`], or as
-    /// `cancelled` if the call's future is dropped first (its caller gave up on it).
+    /// A call is under way: its end is recorded once, by [`CallEnd::record`] (once
+    /// its answer is decoded, so a body that cannot be decoded is the call's
+    /// outcome), or as `cancelled` if the call's future is dropped first (its caller
+    /// gave up on it).
     pub(crate) fn call_end<'a>(
         endpoint: &'static str,
         partition: &'a str,
@@ -270,6 +273,27 @@ pub(crate) mod metrics_impl {
         }
     }
 
+    /// A call's answer with its end, which its caller records once the answer is
+    /// decoded ([`decoded`]).
+    pub(crate) type Ended<'a> = (Result<RawResponse, ApiError>, CallEnd<'a>);
+
+    /// The answer `result` of the call `end` is the end of.
+    pub(crate) fn ended(result: Result<RawResponse, ApiError>, end: CallEnd<'_>) -> Ended<'_> {
+        (result, end)
+    }
+
+    /// Decode a call's answer, then record the call's end with the decoded outcome: a
+    /// body that cannot be decoded is the call's outcome.
+    pub(crate) fn decoded<T>(
+        ended: Ended<'_>,
+        decode: impl FnOnce(Result<RawResponse, ApiError>) -> Result<T, ApiError>,
+    ) -> Result<T, ApiError> {
+        let (answer, end) = ended;
+        let result = decode(answer);
+        end.record(result.as_ref().map(|_| ()).map_err(ApiError::kind));
+        result
+    }
+
     /// A call whose end is not recorded yet (see [`call_end`]).
     pub(crate) struct CallEnd<'a> {
         endpoint: &'static str,
@@ -279,10 +303,22 @@ pub(crate) mod metrics_impl {
     }
 
     impl CallEnd<'_> {
+        /// A call that never started (a broken invariant): nothing to record.
+        pub(crate) fn unstarted() -> Self {
+            CallEnd {
+                endpoint: "",
+                partition: "",
+                started: tokio::time::Instant::now(),
+                recorded: true,
+            }
+        }
+
         /// The call ended: `Ok(())`, or the kind of its error.
         pub(crate) fn record(mut self, outcome: Result<(), ErrorKind>) {
-            self.recorded = true;
-            call(self.endpoint, self.partition, outcome, self.started);
+            if !self.recorded {
+                self.recorded = true;
+                call(self.endpoint, self.partition, outcome, self.started);
+            }
         }
     }
 
@@ -300,7 +336,7 @@ pub(crate) mod metrics_impl {
     }
 
     /// A call ended: `Ok(())`, or the kind of its error.
-    pub(crate) fn call(
+    fn call(
         endpoint: &'static str,
         partition: &str,
         outcome: Result<(), ErrorKind>,
@@ -387,7 +423,8 @@ pub(crate) mod metrics_impl {
 #[cfg(not(feature = "metrics"))]
 pub(crate) mod metrics_impl {
     use crate::circuit_breaker::state::Phase;
-    use crate::error::ErrorKind;
+    use crate::error::ApiError;
+    use crate::response::RawResponse;
 
     #[inline(always)]
     pub(crate) fn attempt(_endpoint: &'static str, _partition: &str) -> InFlight {
@@ -401,15 +438,6 @@ pub(crate) mod metrics_impl {
     pub(crate) fn retry(_endpoint: &'static str, _partition: &str) {}
 
     #[inline(always)]
-    pub(crate) fn call(
-        _endpoint: &'static str,
-        _partition: &str,
-        _outcome: Result<(), ErrorKind>,
-        _started: tokio::time::Instant,
-    ) {
-    }
-
-    #[inline(always)]
     pub(crate) fn call_end<'a>(
         _endpoint: &'static str,
         _partition: &'a str,
@@ -421,9 +449,28 @@ pub(crate) mod metrics_impl {
     /// Zero-sized, and without `Drop`.
     pub(crate) struct CallEnd<'a>(std::marker::PhantomData<&'a str>);
 
+    /// The answer alone: nothing to record, and nothing more for the call's future
+    /// to hand over.
+    pub(crate) type Ended<'a> = Result<RawResponse, ApiError>;
+
+    #[inline(always)]
+    pub(crate) fn ended(result: Result<RawResponse, ApiError>, _end: CallEnd<'_>) -> Ended<'_> {
+        result
+    }
+
+    #[inline(always)]
+    pub(crate) fn decoded<T>(
+        ended: Ended<'_>,
+        decode: impl FnOnce(Result<RawResponse, ApiError>) -> Result<T, ApiError>,
+    ) -> Result<T, ApiError> {
+        decode(ended)
+    }
+
     impl CallEnd<'_> {
         #[inline(always)]
-        pub(crate) fn record(self, _outcome: Result<(), ErrorKind>) {}
+        pub(crate) fn unstarted() -> Self {
+            CallEnd(std::marker::PhantomData)
+        }
     }
 
     #[inline(always)]

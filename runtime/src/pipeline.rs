@@ -54,6 +54,7 @@ use crate::circuit_breaker::AdmissionGuard;
 use crate::circuit_breaker::state::Outcome;
 use crate::client::{ClientInner, EndpointRuntime, Handle, RetryEvent};
 use crate::error::{ApiError, BoxError, ErrorKind};
+use crate::observe::metrics_impl::{CallEnd, Ended, ended};
 use crate::rate_limit::{RateLimitToken, RateLimited, RateLimiter};
 use crate::request::{EndpointSpec, RequestBody, RequestBuilder};
 use crate::response::{RawBody, RawResponse, ResponseStream};
@@ -191,7 +192,8 @@ fn not_prepared() -> ApiError {
 }
 
 /// Run one call: build its request, then the retry loop under one deadline and the
-/// caller's cancellation.
+/// caller's cancellation. Its end, for the metrics, is handed back with its answer:
+/// the caller records it once the answer is decoded.
 // Not an `async fn`: the request is captured once instead of being stored twice (as
 // an argument and again as a local) in the call's future.
 #[allow(clippy::manual_async_fn)]
@@ -199,13 +201,13 @@ pub(crate) fn execute(
     handle: &Handle,
     request: RequestBuilder,
     streaming: bool,
-) -> impl Future<Output = Result<RawResponse, ApiError>> + Send + '_ {
+) -> impl Future<Output = Ended<'_>> + Send + '_ {
     // The request and what it is prepared into share one slot of the future.
     let mut stage = Stage::Building(request);
     async move {
         let inner = &*handle.inner;
         let Stage::Building(request) = &mut stage else {
-            return Err(not_prepared());
+            return ended(Err(not_prepared()), CallEnd::unstarted());
         };
         let spec = request.spec;
         let ep = &inner.endpoints[spec.index];
@@ -216,16 +218,15 @@ pub(crate) fn execute(
             e
         };
         let start = Instant::now();
+        // Recorded by the caller once the answer is decoded, or as `cancelled` if the
+        // caller drops this future first. Made before what the call holds, so dropped
+        // after it.
+        let end = crate::observe::metrics_impl::call_end(spec.name, &ep.partition.name, start);
         if let Some(invalid) = request.error.take() {
-            return Err(refused_at_start(
-                ep,
-                start,
-                finish(
-                    ApiError::new(ErrorKind::InvalidRequest)
-                        .with_message(invalid.to_string())
-                        .with_source(invalid),
-                ),
-            ));
+            let e = ApiError::new(ErrorKind::InvalidRequest)
+                .with_message(invalid.to_string())
+                .with_source(invalid);
+            return ended(Err(refused_at_start(ep, finish(e))), end);
         }
 
         // Identical calls in flight share one execution: not a streamed result, nor a
@@ -243,13 +244,16 @@ pub(crate) fn execute(
                 .as_ref()
                 .is_some_and(|t| t.is_cancelled())
             {
-                return Err(refused_at_start(ep, start, finish(call_cancelled())));
+                return ended(Err(refused_at_start(ep, finish(call_cancelled()))), end);
             }
             // Half-open with every probe slot taken (no time to give): a call that may
             // join an identical one in flight goes on, to share that probe's answer;
             // if none is in flight, its own execution is refused at admission.
             if r.until.is_some() || !coalesce {
-                return Err(refused_at_start(ep, start, finish(circuit_open(r.until))));
+                return ended(
+                    Err(refused_at_start(ep, finish(circuit_open(r.until)))),
+                    end,
+                );
             }
         }
         let total = total_timeout(spec, handle);
@@ -270,7 +274,7 @@ pub(crate) fn execute(
         };
         stage = Stage::Ready(prepared);
         let Stage::Ready(prepared) = &stage else {
-            return Err(not_prepared());
+            return ended(Err(not_prepared()), end);
         };
         let call = Call {
             inner,
@@ -303,9 +307,6 @@ pub(crate) fn execute(
             && ep.partition.rate_limit.is_none()
             && inner.global.is_none()
             && deadline.is_none_or(|d| d > start);
-        // Recorded when the call ends below, or as `cancelled` if the caller drops
-        // this future first. Made before what the call holds, so dropped after it.
-        let end = crate::observe::metrics_impl::call_end(spec.name, &ep.partition.name, start);
         let mut failed = None;
         let mut result = 'answered: {
             if plain {
@@ -384,10 +385,6 @@ pub(crate) fn execute(
             })
             .await
         };
-        end.record(match &result {
-            Ok(_) => Ok(()),
-            Err(e) => Err(e.kind()),
-        });
         // The answer is looked at in place: moving it out and back costs a copy of it.
         if let Ok(raw) = &mut result {
             record_status(&span, raw.status.as_u16());
@@ -400,7 +397,7 @@ pub(crate) fn execute(
                 stream.cancel_on(token.clone());
             }
         }
-        result.map_err(|e| call_failed(&span, finish(e)))
+        ended(result.map_err(|e| call_failed(&span, finish(e))), end)
     }
 }
 
@@ -436,11 +433,10 @@ fn deadline_passed(total: Option<Duration>) -> ApiError {
     ))
 }
 
-/// A call that ends before it is under way (an invalid request, an open breaker):
-/// counted in the call metrics like any other end.
+/// A call that ends before it is under way (an invalid request, an open breaker): an
+/// event, and counted in the call metrics like any other end (by its caller).
 #[cold]
-fn refused_at_start(ep: &EndpointRuntime, start: Instant, e: ApiError) -> ApiError {
-    crate::observe::metrics_impl::call(ep.spec.name, &ep.partition.name, Err(e.kind()), start);
+fn refused_at_start(ep: &EndpointRuntime, e: ApiError) -> ApiError {
     tracing::debug!(endpoint = ep.spec.name, error = %e, "call refused at its start");
     e
 }

@@ -302,3 +302,55 @@ async fn breaker_gauges_of_two_upstreams_are_apart() {
     assert_eq!(state("https://alpha.test"), Some(2.0), "open");
     assert_eq!(state("https://beta.test"), Some(0.0), "closed again");
 }
+
+/// A JSON read, no retries.
+#[resilient_api(timeout(attempt = "10s"), retry(max = 0))]
+pub trait Documents {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<serde_json::Value, ApiError>;
+}
+
+/// A call whose answer cannot be decoded ends in an error, and its metric says so:
+/// `decode` or `unexpected_content_type`, not `ok`. A dashboard that counts failed
+/// calls by `outcome` sees a server that broke its contract.
+#[tokio::test(start_paused = true)]
+async fn a_call_whose_answer_cannot_be_decoded_is_no_ok_call() {
+    let m = Recorded::new();
+    let _installed = metrics::set_default_local_recorder(&m);
+    let t = ScriptedTransport::new([
+        Step::status(200)
+            .header("content-type", "application/json")
+            .body("{not json")
+            .delay(ms(4)),
+        Step::status(200)
+            .header("content-type", "text/html")
+            .body("<h1>Sign in</h1>"),
+        Step::status(200)
+            .header("content-type", "application/json")
+            .body("{}"),
+    ]);
+    let api = scripted::<DocumentsClient>(&t);
+    let outcome = |o| m.counter("resilient_api_calls_total", &[EP, DEFAULT, ("outcome", o)]);
+
+    assert_eq!(api.resource().await.unwrap_err().kind(), ErrorKind::Decode);
+    assert_eq!(
+        api.resource().await.unwrap_err().kind(),
+        ErrorKind::UnexpectedContentType
+    );
+    assert_eq!(api.resource().await.unwrap(), serde_json::json!({}));
+    assert_eq!(
+        (
+            outcome("decode"),
+            outcome("unexpected_content_type"),
+            outcome("ok")
+        ),
+        (1, 1, 1)
+    );
+    assert_eq!(m.series("resilient_api_calls_total"), 3);
+    assert_eq!(
+        m.histogram("resilient_api_call_duration_seconds", &[EP, DEFAULT]),
+        vec![0.004, 0.0, 0.0]
+    );
+    assert_eq!(m.counter("resilient_api_requests_total", &[EP, DEFAULT]), 3);
+    assert_nothing_leaked(&t);
+}
