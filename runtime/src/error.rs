@@ -7,9 +7,9 @@
 //!
 //! # Defaults
 //! An error response's body is kept up to 64 KiB, or up to the call's body limit if
-//! that is lower; so is the body of an answer that could not be decoded
-//! ([`ErrorKind::Decode`], [`ErrorKind::UnexpectedContentType`]), with its status and
-//! headers. `Display` is short, lowercase, and never holds a secret: no request
+//! that is lower. An answer that could not be decoded ([`ErrorKind::Decode`],
+//! [`ErrorKind::UnexpectedContentType`]) leaves its status, never its body or headers:
+//! a success's body is the caller's data. `Display` is short, lowercase, and never holds a secret: no request
 //! header values, no query string, no request body (a decode error names the
 //! response's content type, as it should).
 //!
@@ -110,11 +110,11 @@ pub enum ErrorKind {
     Connect,
     /// The connection failed after the request was sent (reset, broken pipe, body cut short).
     Transport,
-    /// The response body could not be decoded. The error keeps the response's status,
-    /// headers and body, as for [`Status`](ErrorKind::Status).
+    /// The response body could not be decoded. The error keeps the response's status
+    /// (the message names its content type and length), never its body.
     Decode,
     /// The response's content type cannot be what the endpoint returns. The error keeps
-    /// the response's status, headers and body.
+    /// the response's status, never its body.
     UnexpectedContentType,
     /// The response body was larger than the limit.
     BodyTooLarge,
@@ -290,6 +290,11 @@ impl ApiError {
         self
     }
 
+    /// The status of a response that is not kept (a decode error's).
+    pub(crate) fn set_status(&mut self, status: u16) {
+        self.inner.status = Some(status);
+    }
+
     pub(crate) fn set_endpoint(&mut self, endpoint: &'static str) {
         self.inner.endpoint = endpoint;
     }
@@ -390,7 +395,9 @@ impl ApiError {
         self.inner.status
     }
 
-    /// The headers of the response the error is about (see [`status`](ApiError::status)).
+    /// The headers of the error response ([`ErrorKind::Status`], or
+    /// [`ErrorKind::AllHedgesFailed`] with the last branch's), when there was one;
+    /// never a success's.
     ///
     /// ```
     /// # use resilient_api::testing::{ScriptedTransport, Step};
@@ -413,8 +420,8 @@ impl ApiError {
         self.inner.headers.as_ref()
     }
 
-    /// The body of the response the error is about (see [`status`](ApiError::status)),
-    /// up to 64 KiB, or up to the call's body limit
+    /// The error response's body (see [`headers`](ApiError::headers)), up to 64 KiB, or
+    /// up to the call's body limit
     /// (`#[max_body]` or the client's `max_body_size`) if that is lower. The rest is
     /// not read.
     ///

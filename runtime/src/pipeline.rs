@@ -64,9 +64,8 @@ use crate::transport::{
     HttpRequest, HttpResponse, InFlight, ResponseBody, TransportError, TransportErrorKind,
 };
 
-/// Error bodies are kept up to this size, or the call's body limit if that is lower
-/// (and so is the body a decode error keeps).
-pub(crate) const ERROR_BODY_LIMIT: usize = 64 * 1024;
+/// Error bodies are kept up to this size, or the call's body limit if that is lower.
+const ERROR_BODY_LIMIT: usize = 64 * 1024;
 
 /// A request ready to be sent any number of times.
 #[derive(Clone)]

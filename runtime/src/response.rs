@@ -522,15 +522,15 @@ impl ResponseStream {
     /// ```
     pub async fn text(mut self) -> Result<String, ApiError> {
         let (status, endpoint, attempts) = (self.status(), self.endpoint, self.attempts);
-        // Reading needs none of the headers: they are kept for a decode error.
+        // Reading needs none of the headers: a decode error names the content type.
         let headers = std::mem::take(&mut self.headers);
         let b = self.bytes().await?;
         String::from_utf8(b.to_vec()).map_err(|e| {
             let mut e = decode_failure(
                 ErrorKind::Decode,
                 status,
-                headers,
-                &b,
+                &headers,
+                b.len(),
                 format!("not UTF-8 at byte {}", e.utf8_error().valid_up_to()),
             );
             e.set_endpoint(endpoint);
@@ -541,27 +541,25 @@ impl ResponseStream {
 }
 
 /// A `kind` error about a response that could not be decoded: the message says what
-/// went wrong, with the content type and the length (never the body); the error keeps
-/// the response's status, headers and the body's first 64 KiB, as an error
-/// response's are kept, for the caller to look at.
+/// went wrong, with the content type and the length, and the error carries the
+/// status. Never the body, nor the other headers (DESIGN §3.9): a success's body and
+/// headers are the caller's data, which may hold tokens or personal data, and an
+/// error is made to be logged.
 fn decode_failure(
     kind: ErrorKind,
     status: StatusCode,
-    headers: HeaderMap,
-    body: &[u8],
+    headers: &HeaderMap,
+    len: usize,
     what: String,
 ) -> ApiError {
     let ct = headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("none");
-    let message = format!("{what} (content type {ct}, {} bytes)", body.len());
-    let kept = &body[..body.len().min(crate::pipeline::ERROR_BODY_LIMIT)];
-    ApiError::new(kind).with_message(message).with_status(
-        status.as_u16(),
-        headers,
-        Bytes::copy_from_slice(kept),
-    )
+    let mut e =
+        ApiError::new(kind).with_message(format!("{what} (content type {ct}, {len} bytes)"));
+    e.set_status(status.as_u16());
+    e
 }
 
 impl fmt::Debug for ResponseStream {
@@ -652,8 +650,8 @@ pub mod decode {
     ///
     /// The macro picks the decoder from the method's result type; a failure is an
     /// [`ErrorKind::Decode`] (or [`ErrorKind::UnexpectedContentType`]) error, never
-    /// retried, whose message names the content type and length, never the body. The
-    /// error keeps the response's status, headers and the body's first 64 KiB.
+    /// retried, whose message names the content type and length, never the body; the
+    /// error carries the status (DESIGN §3.9).
     ///
     /// ```
     /// use resilient_api::response::decode::{Decoder, Json};
@@ -700,10 +698,40 @@ pub mod decode {
 
     /// A `kind` error about `raw`, which could not be decoded (see
     /// [`decode_failure`](super::decode_failure)).
-    fn decode_error(kind: ErrorKind, raw: RawResponse, what: String) -> ApiError {
-        let mut e = super::decode_failure(kind, raw.status, raw.headers, buffered(&raw.body), what);
+    fn decode_error(kind: ErrorKind, raw: &RawResponse, what: String) -> ApiError {
+        let len = buffered(&raw.body).len();
+        let mut e = super::decode_failure(kind, raw.status, &raw.headers, len, what);
         e.set_endpoint(raw.endpoint);
         e
+    }
+
+    /// What an empty body is to serde: no value. An `Option` takes it as `None`; any
+    /// other type refuses it, `serde_json::Value` and unit structs included (an empty
+    /// body is not JSON `null`).
+    struct NoValue;
+
+    impl<'de> serde::Deserializer<'de> for NoValue {
+        type Error = serde::de::value::Error;
+
+        fn deserialize_any<V: serde::de::Visitor<'de>>(
+            self,
+            _: V,
+        ) -> Result<V::Value, Self::Error> {
+            Err(serde::de::Error::custom("no value"))
+        }
+
+        fn deserialize_option<V: serde::de::Visitor<'de>>(
+            self,
+            visitor: V,
+        ) -> Result<V::Value, Self::Error> {
+            visitor.visit_none()
+        }
+
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+            byte_buf unit unit_struct newtype_struct seq tuple tuple_struct map struct
+            enum identifier ignored_any
+        }
     }
 
     fn buffered(body: &RawBody) -> &[u8] {
@@ -749,8 +777,9 @@ pub mod decode {
     ///
     /// The content type must be JSON-like (see the [module docs](super)); anything
     /// else, such as an HTML error page, is [`ErrorKind::UnexpectedContentType`]. An
-    /// empty body (a 204's or a 304's) holds no value: `None` for an `Option` result
-    /// (and `Null` for a `serde_json::Value`), [`ErrorKind::Decode`] for any other.
+    /// empty body (a 204's or a 304's, whatever its content type) holds no value:
+    /// `None` for an `Option` result, [`ErrorKind::Decode`] for any other (an empty body
+    /// is not JSON `null`: not a `serde_json::Value`, nor a unit struct).
     ///
     /// ```
     /// use resilient_api::response::decode::{Decoder, Json};
@@ -775,18 +804,19 @@ pub mod decode {
     impl<T: DeserializeOwned + Send + 'static> Decoder for Json<T> {
         type Output = T;
         fn decode(raw: RawResponse) -> Result<T, ApiError> {
+            let body = buffered(&raw.body);
+            // An empty body (a 204's, a 304's) holds no value, whatever content type a
+            // server put on it: an `Option` result takes it as `None`; any other type
+            // cannot be made from it.
+            if body.is_empty() {
+                return T::deserialize(NoValue).map_err(|_| {
+                    let what = "an empty body, and the result is no `Option`".to_owned();
+                    decode_error(ErrorKind::Decode, &raw, what)
+                });
+            }
             if !json_content_type(&raw.headers) {
                 let what = "expected JSON".to_owned();
-                return Err(decode_error(ErrorKind::UnexpectedContentType, raw, what));
-            }
-            let body = buffered(&raw.body);
-            // An empty body (a 204's, a 304's) holds no value: `null` to serde, which an
-            // `Option` result takes as `None`; any other type cannot be made from it.
-            if body.is_empty() {
-                return serde_json::from_slice(b"null").map_err(|_| {
-                    let what = "an empty body, and the result is no `Option`".to_owned();
-                    decode_error(ErrorKind::Decode, raw, what)
-                });
+                return Err(decode_error(ErrorKind::UnexpectedContentType, &raw, what));
             }
             match serde_json::from_slice(body) {
                 Ok(value) => Ok(value),
@@ -798,7 +828,7 @@ pub mod decode {
                         serde_json::error::Category::Eof => "JSON cut short",
                     };
                     let what = format!("{what} at line {} column {}", e.line(), e.column());
-                    Err(decode_error(ErrorKind::Decode, raw, what))
+                    Err(decode_error(ErrorKind::Decode, &raw, what))
                 }
             }
         }
@@ -832,7 +862,7 @@ pub mod decode {
                 Ok(text) => Ok(text.to_owned()),
                 Err(e) => {
                     let what = format!("not UTF-8 at byte {}", e.valid_up_to());
-                    Err(decode_error(ErrorKind::Decode, raw, what))
+                    Err(decode_error(ErrorKind::Decode, &raw, what))
                 }
             }
         }
