@@ -568,11 +568,17 @@ pub struct Handle {
 }
 
 impl Handle {
-    /// The same client with `options` for its calls.
+    /// The same client with `options` added to the ones it has: of two deadlines the
+    /// shorter applies, and a token given now is used in place of an earlier one (a
+    /// [child](CancellationToken::child_token) of it is cancelled with it).
     pub fn with_options(&self, options: CallOptions) -> Handle {
+        let CallOptions { deadline, cancel } = options;
         Handle {
             inner: self.inner.clone(),
-            options,
+            options: CallOptions {
+                deadline: crate::pipeline::sooner(self.options.deadline, deadline),
+                cancel: cancel.or_else(|| self.options.cancel.clone()),
+            },
         }
     }
 

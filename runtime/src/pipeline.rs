@@ -407,7 +407,7 @@ fn total_timeout(spec: &EndpointSpec, handle: &Handle) -> Option<Duration> {
 }
 
 /// The sooner of two limits, either of which may be absent (`None`: no limit).
-fn sooner<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
+pub(crate) fn sooner<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),

@@ -192,6 +192,47 @@ async fn per_call_deadline_applies_without_a_trait_total() {
     assert_nothing_leaked(&t);
 }
 
+/// Options given one after the other add up: a token given after a deadline keeps
+/// the deadline, and of two deadlines the shorter applies (a deadline only
+/// shortens), in either order.
+#[tokio::test(start_paused = true)]
+async fn options_given_in_turn_add_up() {
+    let t = ScriptedTransport::new([Step::hang(), Step::hang(), Step::hang()]);
+    let api = scripted::<PatientClient>(&t);
+    let token = CancellationToken::new();
+    let short = CallOptions::new().deadline(ms(300));
+    let long = CallOptions::new().deadline(ms(500));
+
+    let chained = [
+        api.with_options(short.clone())
+            .with_options(CallOptions::new().cancel_on(token.clone())),
+        api.with_options(short.clone()).with_options(long.clone()),
+        api.with_options(long).with_options(short),
+    ];
+    for (i, client) in chained.into_iter().enumerate() {
+        let clock = Clock::start();
+        let e = client.resource().await.unwrap_err();
+        assert_eq!(
+            (e.kind(), clock.now_ms()),
+            (ErrorKind::Deadline, 300),
+            "{i}"
+        );
+    }
+
+    // A deadline given after a token keeps the token.
+    t.push([Step::hang()]);
+    let clock = Clock::start();
+    let both = api
+        .with_options(CallOptions::new().cancel_on(token.clone()))
+        .with_options(CallOptions::new().deadline(ms(400)));
+    let call = tokio::spawn(async move { both.resource().await });
+    tokio::time::sleep(ms(50)).await;
+    token.cancel();
+    let e = call.await.unwrap().unwrap_err();
+    assert_eq!((e.kind(), clock.now_ms()), (ErrorKind::Cancelled, 50));
+    assert_nothing_leaked(&t);
+}
+
 #[tokio::test(start_paused = true)]
 async fn token_cancel_settles_in_the_same_tick() {
     let t = ScriptedTransport::new([Step::hang()]);
