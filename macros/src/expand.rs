@@ -215,8 +215,8 @@ fn client_struct(api: &Api, docs: &[String]) -> TokenStream {
         quote! {
             /// The same client (shared engine, pools, breakers and bulkheads) with
             /// per-call options, such as a shorter deadline or a cancellation token,
-            /// added to the ones it has: of two deadlines the shorter applies, and a
-            /// token given now is used in place of an earlier one.
+            /// added to the ones it has: of two deadlines the shorter applies, and every
+            /// token given cancels its calls.
             ///
             /// ```text
             /// let token = CancellationToken::new();

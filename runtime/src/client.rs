@@ -84,7 +84,49 @@ use crate::transport::{Dispatcher, HttpRequest, Transport};
 #[derive(Clone, Debug, Default)]
 pub struct CallOptions {
     pub(crate) deadline: Option<Duration>,
-    pub(crate) cancel: Option<CancellationToken>,
+    pub(crate) cancel: Tokens,
+}
+
+/// The tokens that cancel a call: any one of them does. Usually none or one. One
+/// pointer wide, as a single token is, so that what carries it (the call's options,
+/// a streamed result) does not grow.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Tokens(Option<Arc<Vec<CancellationToken>>>);
+
+impl Tokens {
+    fn all(&self) -> &[CancellationToken] {
+        self.0.as_deref().map_or(&[], Vec::as_slice)
+    }
+
+    /// These tokens and `more`.
+    fn and(&self, more: &Tokens) -> Tokens {
+        match (self.all(), more.all()) {
+            (_, []) => self.clone(),
+            ([], _) => more.clone(),
+            (a, b) => Tokens(Some(Arc::new([a, b].concat()))),
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.all().is_empty()
+    }
+
+    /// Whether one of them is cancelled.
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.all().iter().any(CancellationToken::is_cancelled)
+    }
+
+    /// Ready once one of them is cancelled; never, with none.
+    pub(crate) async fn cancelled(&self) {
+        match self.all() {
+            [] => std::future::pending().await,
+            [one] => one.cancelled().await,
+            many => {
+                let each = many.iter().map(|t| Box::pin(t.cancelled()));
+                futures_util::future::select_all(each).await;
+            }
+        }
+    }
 }
 
 impl CallOptions {
@@ -142,7 +184,9 @@ impl CallOptions {
     }
 
     /// Cancel calls when `token` is cancelled: they end with
-    /// [`ErrorKind::Cancelled`](crate::ErrorKind::Cancelled) in the same tick.
+    /// [`ErrorKind::Cancelled`](crate::ErrorKind::Cancelled) in the same tick. Given
+    /// more than once (here, or by `with_options` on a client that has one), any of the
+    /// tokens cancels them.
     ///
     /// ```
     /// # use resilient_api::testing::{ScriptedTransport, Step};
@@ -168,7 +212,7 @@ impl CallOptions {
     /// ```
     #[must_use]
     pub fn cancel_on(mut self, token: CancellationToken) -> Self {
-        self.cancel = Some(token);
+        self.cancel = self.cancel.and(&Tokens(Some(Arc::new(vec![token]))));
         self
     }
 }
@@ -569,15 +613,14 @@ pub struct Handle {
 
 impl Handle {
     /// The same client with `options` added to the ones it has: of two deadlines the
-    /// shorter applies, and a token given now is used in place of an earlier one (a
-    /// [child](CancellationToken::child_token) of it is cancelled with it).
+    /// shorter applies, and every token given cancels its calls.
     pub fn with_options(&self, options: CallOptions) -> Handle {
         let CallOptions { deadline, cancel } = options;
         Handle {
             inner: self.inner.clone(),
             options: CallOptions {
                 deadline: crate::pipeline::sooner(self.options.deadline, deadline),
-                cancel: cancel.or_else(|| self.options.cancel.clone()),
+                cancel: self.options.cancel.and(&cancel),
             },
         }
     }

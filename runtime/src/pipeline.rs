@@ -237,12 +237,7 @@ pub(crate) fn execute(
         // An open breaker refuses before anything is built, queued or armed; the
         // caller's own word comes first, as it does at every later step.
         if let Err(r) = ep.partition.breaker.check(start) {
-            if handle
-                .options
-                .cancel
-                .as_ref()
-                .is_some_and(|t| t.is_cancelled())
-            {
+            if handle.options.cancel.is_cancelled() {
                 return ended(Err(refused_at_start(ep, finish(call_cancelled()))), end);
             }
             // Half-open with every probe slot taken (no time to give): a call that may
@@ -299,7 +294,7 @@ pub(crate) fn execute(
         // On every path, what the call held (the attempt's transport future, its slot,
         // its breaker admission) is released before the call's end is reported (the
         // call metric and the "call failed" event).
-        let plain = handle.options.cancel.is_none()
+        let plain = handle.options.cancel.is_empty()
             && !coalesce
             && stream_body.is_none()
             && spec.policy.hedge.is_none()
@@ -315,9 +310,9 @@ pub(crate) fn execute(
                     First::NoSlot => {}
                 }
             }
-            let cancel = handle.options.cancel.as_ref();
+            let cancel = &handle.options.cancel;
             // Boxed: only calls given a token pay for its (large) waiting future.
-            let mut cancelled = cancel.map(|t| Box::pin(t.cancelled()));
+            let mut cancelled = (!cancel.is_empty()).then(|| Box::pin(cancel.cancelled()));
             // Pinned where it is built, so it is stored once in this future.
             let mut work =
                 std::pin::pin!(call.run(coalesce.then_some(handle), prepared, stream_body, failed));
@@ -390,10 +385,10 @@ pub(crate) fn execute(
             // The token covers the streamed body too, read after the call returns.
             // Read from the handle again: a local kept across the await above would
             // grow every call's future.
-            if let (Some(token), RawBody::Streaming(stream)) =
-                (&handle.options.cancel, &mut raw.body)
+            if let RawBody::Streaming(stream) = &mut raw.body
+                && !handle.options.cancel.is_empty()
             {
-                stream.cancel_on(token.clone());
+                stream.cancel_on(handle.options.cancel.clone());
             }
         }
         ended(result.map_err(|e| call_failed(&span, finish(e))), end)

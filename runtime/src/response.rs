@@ -266,7 +266,7 @@ pub struct ResponseStream {
     /// How many attempts the call made, for errors (as a decoder's error has it).
     attempts: u32,
     /// The call's cancellation token, if it was given one.
-    cancel: Option<tokio_util::sync::CancellationToken>,
+    cancel: crate::client::Tokens,
 }
 
 /// Whether a [`ResponseStream`] may still be read from.
@@ -298,13 +298,13 @@ impl ResponseStream {
             end: End::Open,
             endpoint,
             attempts: 0,
-            cancel: None,
+            cancel: crate::client::Tokens::default(),
         }
     }
 
-    /// Ends reads with [`ErrorKind::Cancelled`] once `token` is cancelled.
-    pub(crate) fn cancel_on(&mut self, token: tokio_util::sync::CancellationToken) {
-        self.cancel = Some(token);
+    /// Ends reads with [`ErrorKind::Cancelled`] once one of `tokens` is cancelled.
+    pub(crate) fn cancel_on(&mut self, tokens: crate::client::Tokens) {
+        self.cancel = tokens;
     }
 
     /// The status.
@@ -418,7 +418,7 @@ impl ResponseStream {
         if self.deadline.is_some_and(|d| d <= now) {
             return Err(self.fail(ErrorKind::Deadline, AT_DEADLINE));
         }
-        if self.cancel.as_ref().is_some_and(|t| t.is_cancelled()) {
+        if self.cancel.is_cancelled() {
             return Err(self.fail(ErrorKind::Cancelled, "the call was cancelled"));
         }
         // An idle limit too far away to count is no limit, as everywhere else. The
@@ -435,12 +435,7 @@ impl ResponseStream {
                 None => std::future::pending().await,
             }
         };
-        let cancelled = async {
-            match &self.cancel {
-                Some(t) => t.cancelled().await,
-                None => std::future::pending().await,
-            }
-        };
+        let cancelled = self.cancel.cancelled();
         // In this order: the deadline wins a tie with a chunk (as it does everywhere
         // in a call), and a chunk wins a tie with the idle limit (as a body does with
         // the attempt timeout).

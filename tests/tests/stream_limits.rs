@@ -126,6 +126,33 @@ async fn the_calls_token_ends_the_body_read() {
     assert_eq!(kind(&body.chunk().await), Some(ErrorKind::Cancelled));
 }
 
+/// A client given two tokens, one after the other: either one ends the body read.
+#[tokio::test(start_paused = true)]
+async fn either_of_two_tokens_ends_the_body_read() {
+    for which in 0..2 {
+        let t = ScriptedTransport::new([Step::status(200).chunks([(ms(10), "a"), (ms(500), "b")])]);
+        let clock = Clock::start();
+        let (outer, inner) = (CancellationToken::new(), CancellationToken::new());
+        let api = scripted::<PatientClient>(&t)
+            .with_options(CallOptions::new().cancel_on(outer.clone()))
+            .with_options(CallOptions::new().cancel_on(inner.clone()));
+        let mut body = api.download().await.unwrap();
+        assert_eq!(body.chunk().await.unwrap().as_deref(), Some(&b"a"[..]));
+        let token = [&outer, &inner][which];
+        let cancel = async {
+            tokio::time::sleep(ms(20)).await;
+            token.cancel();
+        };
+        let (r, ()) = tokio::join!(body.chunk(), cancel);
+        assert_eq!(
+            (clock.now_ms(), kind(&r)),
+            (30, Some(ErrorKind::Cancelled)),
+            "{which}"
+        );
+        assert_eq!(t.open_bodies(), 0);
+    }
+}
+
 /// Regression: a stream that failed for good kept its transfer open until the caller
 /// dropped it.
 #[tokio::test(start_paused = true)]

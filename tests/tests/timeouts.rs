@@ -219,6 +219,26 @@ async fn options_given_in_turn_add_up() {
         );
     }
 
+    // A token given after a token: either one cancels the call. A library handed a
+    // client cannot escape its caller's token by adding its own.
+    for which in 0..2 {
+        t.push([Step::hang()]);
+        let (outer, inner) = (CancellationToken::new(), CancellationToken::new());
+        let clock = Clock::start();
+        let nested = api
+            .with_options(CallOptions::new().cancel_on(outer.clone()))
+            .with_options(CallOptions::new().cancel_on(inner.clone()));
+        let call = tokio::spawn(async move { nested.resource().await });
+        tokio::time::sleep(ms(20)).await;
+        [&outer, &inner][which].cancel();
+        let e = call.await.unwrap().unwrap_err();
+        assert_eq!(
+            (e.kind(), clock.now_ms()),
+            (ErrorKind::Cancelled, 20),
+            "{which}"
+        );
+    }
+
     // A deadline given after a token keeps the token.
     t.push([Step::hang()]);
     let clock = Clock::start();
