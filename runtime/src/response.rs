@@ -9,8 +9,9 @@
 //! # Defaults
 //! A JSON endpoint accepts `application/json`, `text/json`, any `+json` type (such
 //! as `application/problem+json`), `text/plain`, `application/octet-stream`, or no
-//! content type, in any case and with any parameters; anything else (an HTML error
-//! page) is [`ErrorKind::UnexpectedContentType`]. A streamed body stays bounded by the call's
+//! content type, in any case and with any parameters; a non-empty body of any other
+//! (an HTML error page) is [`ErrorKind::UnexpectedContentType`] (an empty body is no
+//! value, whatever its type: `None` for an `Option` result). A streamed body stays bounded by the call's
 //! total deadline and by an idle limit between chunks (the attempt timeout, or 30 s),
 //! and ends with the call's cancellation token.
 //!

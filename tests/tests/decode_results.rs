@@ -1,6 +1,6 @@
 //! What a response becomes: JSON into the method's result type, an empty body as
-//! "no value" (`None` for an `Option` result), and a decode error that keeps the
-//! response it could not decode.
+//! "no value" (`None` for an `Option` result), and a decode error that carries the
+//! status, never the body or the headers.
 
 use resilient_api::testing::{ScriptedTransport, Step};
 use resilient_api::{ApiError, ErrorKind, Response, resilient_api};
@@ -114,6 +114,8 @@ async fn a_decode_error_carries_the_status_never_the_body() {
         "decode failed 200 in `value`: invalid JSON at line 1 column 2 (content type application/json, 24 bytes)"
     );
     assert!(e.body().is_none() && e.headers().is_none());
+    // `Debug` shows neither message text from the body nor headers today; this keeps
+    // it so.
     assert!(!format!("{e:?}").contains("s3cr3t"), "{e:?}");
 
     let e = api.value().await.unwrap_err();
