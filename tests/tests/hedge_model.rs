@@ -57,12 +57,11 @@
 //! After the call, nothing is in flight (the losers were dropped at once), no body is
 //! open, and no dispatch happens later.
 
-use std::future::Future;
 use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use resilient_api::circuit_breaker::state::Phase;
+use resilient_api::circuit_breaker::state::{BreakerConfig, BreakerMode, Phase};
 use resilient_api::retry::budget::BudgetConfig;
 use resilient_api::testing::{ScriptedTransport, Step};
 use resilient_api::{ApiError, CallOptions, ErrorKind, resilient_api};
@@ -72,41 +71,10 @@ const DELAY: u64 = 50;
 const BACKOFF: u64 = 100;
 const ATTEMPT: u64 = 1000;
 
-/// Hedged searches behind a breaker that stays closed.
-#[resilient_api(
-    timeout(attempt = "1s"),
-    breaker(failures = 1000, reset = "10s"),
-    retry(backoff = fixed(delay = "100ms"))
-)]
+/// Hedged searches. The breaker is the builder's: one that stays closed, or one that
+/// opens on the first recorded failure (`Case::tripping`).
+#[resilient_api(timeout(attempt = "1s"), retry(backoff = fixed(delay = "100ms")))]
 trait Hedged {
-    #[get("/h2r0")]
-    #[hedge(delay = "50ms", max = 2)]
-    #[retry(max = 0)]
-    async fn h2r0(&self) -> Result<String, ApiError>;
-
-    #[get("/h3r0")]
-    #[hedge(delay = "50ms", max = 3)]
-    #[retry(max = 0)]
-    async fn h3r0(&self) -> Result<String, ApiError>;
-
-    #[get("/h2r1")]
-    #[hedge(delay = "50ms", max = 2)]
-    #[retry(max = 1)]
-    async fn h2r1(&self) -> Result<String, ApiError>;
-
-    #[get("/h3r1")]
-    #[hedge(delay = "50ms", max = 3)]
-    #[retry(max = 1)]
-    async fn h3r1(&self) -> Result<String, ApiError>;
-}
-
-/// The same, behind a breaker that opens on the first recorded failure.
-#[resilient_api(
-    timeout(attempt = "1s"),
-    breaker(failures = 1, reset = "10s"),
-    retry(backoff = fixed(delay = "100ms"))
-)]
-trait Tripping {
     #[get("/h2r0")]
     #[hedge(delay = "50ms", max = 2)]
     #[retry(max = 0)]
@@ -433,13 +401,6 @@ struct Run {
     phase: Phase,
 }
 
-async fn call<C>(api: &C, case: &Case, f: [fn(&C) -> BoxCall<'_>; 4]) -> Result<String, ApiError> {
-    let i = usize::from(case.max == 3) + 2 * case.retries as usize;
-    f[i](api).await
-}
-
-type BoxCall<'a> = std::pin::Pin<Box<dyn Future<Output = Result<String, ApiError>> + 'a>>;
-
 fn run(case: &Case) -> Result<Run, TestCaseError> {
     let rt = tests::case_runtime(true);
     rt.block_on(async {
@@ -455,55 +416,39 @@ fn run(case: &Case) -> Result<Run, TestCaseError> {
             Some(d) => CallOptions::new().deadline(Duration::from_millis(d)),
             None => CallOptions::new(),
         };
+        let failures = if case.tripping { 1 } else { 1000 };
+        let mut builder =
+            tests::scripted_builder::<HedgedClient>(&t).default_breaker(BreakerConfig {
+                mode: BreakerMode::ConsecutiveFailures { failures },
+                reset: Duration::from_secs(10),
+                ..BreakerConfig::DEFAULT
+            });
+        if case.broke {
+            builder = builder.retry_budget(Some(BudgetConfig {
+                min_per_sec: 0,
+                retry_ratio: 0.0,
+                ..BudgetConfig::DEFAULT
+            }));
+        }
+        let api = builder.build().expect("the client builds");
         let mut origin = Instant::now();
-        let (result, state) = if case.tripping {
-            let api: TrippingClient = tests::scripted(&t);
-            if case.half_open {
-                let e = api.h2r0().await.expect_err("the first call fails");
-                prop_assert_eq!(e.kind(), ErrorKind::AllHedgesFailed);
-                let state = api.circuit_state();
-                prop_assert_eq!(state.phase, Phase::Open);
-                let until = state.open_until.expect("open until");
-                tokio::time::sleep_until(until).await;
-                origin = Instant::now();
-            }
-            let api = api.with_options(options);
-            let r = call(
-                &api,
-                case,
-                [
-                    |a| Box::pin(a.h2r0()),
-                    |a| Box::pin(a.h3r0()),
-                    |a| Box::pin(a.h2r1()),
-                    |a| Box::pin(a.h3r1()),
-                ],
-            )
-            .await;
-            (r, api.circuit_state())
-        } else {
-            let mut builder = tests::scripted_builder::<HedgedClient>(&t);
-            if case.broke {
-                builder = builder.retry_budget(Some(BudgetConfig {
-                    min_per_sec: 0,
-                    retry_ratio: 0.0,
-                    ..BudgetConfig::DEFAULT
-                }));
-            }
-            let api = builder.build().expect("the client builds");
-            let api = api.with_options(options);
-            let r = call(
-                &api,
-                case,
-                [
-                    |a| Box::pin(a.h2r0()),
-                    |a| Box::pin(a.h3r0()),
-                    |a| Box::pin(a.h2r1()),
-                    |a| Box::pin(a.h3r1()),
-                ],
-            )
-            .await;
-            (r, api.circuit_state())
+        if case.half_open {
+            let e = api.h2r0().await.expect_err("the first call fails");
+            prop_assert_eq!(e.kind(), ErrorKind::AllHedgesFailed);
+            let state = api.circuit_state();
+            prop_assert_eq!(state.phase, Phase::Open);
+            let until = state.open_until.expect("open until");
+            tokio::time::sleep_until(until).await;
+            origin = Instant::now();
+        }
+        let api = api.with_options(options);
+        let result = match (case.max, case.retries) {
+            (2, 0) => api.h2r0().await,
+            (3, 0) => api.h3r0().await,
+            (2, _) => api.h2r1().await,
+            _ => api.h3r1().await,
         };
+        let state = api.circuit_state();
         let end_ms = origin.elapsed().as_millis() as u64;
         // The losers were dropped with the call, at once.
         prop_assert_eq!(t.in_flight(), 0, "a losing branch is still in flight");
