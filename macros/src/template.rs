@@ -126,41 +126,37 @@ pub fn parse(value: &str) -> Parsed {
     if !text.is_empty() {
         parts.push(Part::Lit(text));
     }
-    // A value completes a `%` escape left open just before its `{name}`: `%{a}%{b}`
-    // filled with `2e` and `2e` is sent as `%2e%2e`, which the URL parser resolves as
-    // `..`, and no value is percent-decoded back to itself.
-    let splits_escape = parts.windows(2).any(|pair| match pair {
-        [Part::Lit(text), Part::Param(_)] => {
-            let b = text.as_bytes();
-            b.ends_with(b"%")
-                || (b.len() >= 2 && b[b.len() - 2] == b'%' && b[b.len() - 1].is_ascii_hexdigit())
+    // Every `%` in the text starts an escape of two hex digits. One left open just
+    // before a `{name}` would be completed by the value: `%{a}%{b}` filled with `2e`
+    // and `2e` is sent as `%2e%2e`, which the URL parser resolves as `..`, and no
+    // value is percent-decoded back to itself. Any other (`/100%/x`) is no valid URI,
+    // and what a server makes of it is anyone's guess.
+    let (mut splits_escape, mut bad_escape) = (false, None);
+    for (i, part) in parts.iter().enumerate() {
+        let Part::Lit(text) = part else { continue };
+        let before_param = matches!(parts.get(i + 1), Some(Part::Param(_)));
+        let b = text.as_bytes();
+        for at in (0..b.len()).filter(|&at| b[at] == b'%') {
+            let digits = b[at + 1..]
+                .iter()
+                .take(2)
+                .take_while(|d| d.is_ascii_hexdigit())
+                .count();
+            if digits == 2 {
+                continue;
+            }
+            if before_param && at + 1 + digits == b.len() {
+                splits_escape = true;
+            } else if bad_escape.is_none() {
+                bad_escape = Some(text[at..].chars().take(digits + 2).collect::<String>());
+            }
         }
-        _ => false,
-    });
+    }
     if splits_escape {
         problems.push(format!(
             "path template `{value}` cannot end a `%` escape with a parameter (`%{{id}}`): the value would complete the escape, and `%2e%2e` is `..` to the URL parser; write `%25` for a `%`"
         ));
     }
-    // Any other `%` starts an escape of two hex digits: `/100%/x` is no valid URI,
-    // and what a server makes of it is anyone's guess. (A `%` left open just before a
-    // parameter is the problem above.)
-    let bad_escape = parts.iter().enumerate().find_map(|(i, part)| {
-        let Part::Lit(text) = part else { return None };
-        let before_param = matches!(parts.get(i + 1), Some(Part::Param(_)));
-        let b = text.as_bytes();
-        (0..b.len()).filter(|&at| b[at] == b'%').find_map(|at| {
-            let digits = b[at + 1..]
-                .iter()
-                .take(2)
-                .take_while(|d| d.is_ascii_hexdigit());
-            match digits.count() {
-                2 => None,
-                n if before_param && at + 1 + n == b.len() => None,
-                n => Some(text[at..].chars().take(n + 2).collect::<String>()),
-            }
-        })
-    });
     if let Some(escape) = bad_escape {
         problems.push(format!(
             "path template `{value}` has a `%` without two hex digits after it (`{escape}`): a `%` starts a percent-encoded byte such as `%20`; write `%25` for a `%`"
