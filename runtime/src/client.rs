@@ -1046,8 +1046,9 @@ impl<C: GeneratedClient> ClientBuilder<C> {
     /// `https` URL only, and never from `https` down to `http`. A 307 or 308 sends the
     /// same method and body again; the others turn any method but GET and HEAD into a
     /// bodiless GET, as reqwest does. Once a redirect leaves the origin, credential and
-    /// secret headers are dropped. Other 3xx statuses are answers, handed to the method
-    /// as they are.
+    /// secret headers are dropped. A `Location` in raw UTF-8 is followed to the URL it
+    /// encodes to, as browsers follow it; one that is not UTF-8 is an error. Other 3xx
+    /// statuses are answers, handed to the method as they are.
     ///
     /// ```
     /// # use resilient_api::testing::{ScriptedTransport, Step};

@@ -1733,9 +1733,14 @@ fn is_followed(status: StatusCode) -> bool {
     )
 }
 
+/// Where a redirect points: its `Location` read as UTF-8 and joined onto the URL it
+/// answers. RFC 9110 makes `Location` an ASCII URI reference, but servers send raw
+/// UTF-8 (`/café`, an IDN host) and browsers and reqwest follow it; joining encodes
+/// it (`/caf%C3%A9`, `xn--` hosts), and the origin is judged on the joined URL.
+/// Bytes that are not UTF-8 are not read.
 fn redirect_target(current: &Url, headers: &HeaderMap) -> Option<Url> {
-    let location = headers.get(http::header::LOCATION)?.to_str().ok()?;
-    current.join(location).ok()
+    let location = headers.get(http::header::LOCATION)?.as_bytes();
+    current.join(std::str::from_utf8(location).ok()?).ok()
 }
 
 /// Drop every query parameter declared secret on a change of origin, whether the
@@ -1773,5 +1778,44 @@ fn strip_credentials(headers: &mut HeaderMap, secrets: &[&str]) {
         .collect();
     for k in sensitive {
         headers.remove(k);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(location: &[u8]) -> Option<String> {
+        let current = Url::parse("https://api.test/v1/items").ok()?;
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            http::header::LOCATION,
+            HeaderValue::from_bytes(location).ok()?,
+        );
+        redirect_target(&current, &headers).map(String::from)
+    }
+
+    #[test]
+    fn a_location_in_utf8_is_joined_and_encoded() {
+        assert_eq!(
+            target("/café".as_bytes()).as_deref(),
+            Some("https://api.test/caf%C3%A9")
+        );
+        assert_eq!(
+            target("../x".as_bytes()).as_deref(),
+            Some("https://api.test/x")
+        );
+    }
+
+    #[test]
+    fn a_location_that_is_not_utf8_is_not_read() {
+        // Latin-1 `é`: a valid header value (obs-text), not UTF-8.
+        assert_eq!(target(b"/caf\xe9"), None);
+    }
+
+    #[test]
+    fn no_location_is_no_target() {
+        let current = Url::parse("https://api.test/").expect("a URL");
+        assert_eq!(redirect_target(&current, &HeaderMap::new()), None);
     }
 }

@@ -339,11 +339,11 @@ fn redirect_status() -> impl Strategy<Value = u16> {
     prop::sample::select(vec![301u16, 302, 303, 307, 308])
 }
 
-/// A usable `Location` as the client reads it: a header value that is a string
-/// (visible ASCII), joined onto the URL of the request it answers.
+/// A usable `Location` as the client reads it: a header value read as UTF-8, joined
+/// onto the URL of the request it answers.
 fn target(current: &Url, location: &str) -> Option<Url> {
-    let value = HeaderValue::from_str(location).ok()?;
-    current.join(value.to_str().ok()?).ok()
+    HeaderValue::from_str(location).ok()?;
+    current.join(location).ok()
 }
 
 /// Follow one chain of redirects; returns `Ok` or the failed case.
@@ -587,20 +587,29 @@ async fn ip_and_idn_hosts_are_other_origins() {
     }
 }
 
-/// A `Location` with bytes that are not visible ASCII (here UTF-8: a raw IDN host,
-/// a raw `é` in the path) is not read as a URL: the redirect is refused as one
-/// without a usable `Location`, where reqwest's own follower (tower-http) would
-/// decode it as UTF-8 and follow it. RFC 9110 makes `Location` a URI reference, which
-/// is ASCII; this pins today's strict (and safe) reading.
+/// A `Location` in raw UTF-8 (an IDN host, an `é` in the path) is followed, as
+/// browsers and reqwest follow it, to the URL it encodes to. The origin is judged on
+/// that URL: `bücher.test` is another host, and full-width `ＡＰＩ.test` is
+/// `api.test` itself, so the credentials go where that URL goes.
 #[tokio::test(start_paused = true)]
-async fn a_location_that_is_not_ascii_is_refused() {
-    for location in [
-        "https://bücher.test/x",
-        "https://ＡＰＩ.test/x",
-        "/café",
-        "https://api.test/é",
+async fn a_location_in_utf8_is_followed_to_its_encoded_url() {
+    for (location, expected, same_origin) in [
+        (
+            "https://bücher.test/x",
+            "https://xn--bcher-kva.test/x",
+            false,
+        ),
+        ("https://ＡＰＩ.test/x", "https://api.test/x", true),
+        ("/café", "https://api.test/caf%C3%A9", true),
+        (
+            "https://api.test/é?q=ü",
+            "https://api.test/%C3%A9?q=%C3%BC",
+            true,
+        ),
     ] {
-        refused(location).await;
+        let (url, kept) = followed(location).await;
+        assert_eq!(url, expected, "{location:?}");
+        assert_eq!(kept, same_origin, "{location:?}");
     }
 }
 
