@@ -232,7 +232,9 @@ fn client_struct(api: &Api, docs: &[String]) -> TokenStream {
             }
         },
         quote! {
-            /// State of the default partition's circuit breaker.
+            /// State of the default partition's circuit breaker. Once an open
+            /// breaker's cooldown has ended it reads half-open, as the next call
+            /// would find it.
             ///
             /// ```text
             /// if api.circuit_state().phase == Phase::Open {

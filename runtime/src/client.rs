@@ -625,7 +625,9 @@ impl Handle {
         }
     }
 
-    /// State of the default partition's circuit breaker.
+    /// State of the default partition's circuit breaker. Once an open breaker's
+    /// cooldown has ended it reads half-open (and that transition is logged), as the
+    /// next call would find it.
     pub fn circuit_state(&self) -> CircuitState {
         self.inner
             .default_partition

@@ -199,3 +199,42 @@ async fn stale_failure_does_not_extend_the_cooldown() {
     script_follow_up(&t);
     assert_eq!(api.resource().await.unwrap(), "ok");
 }
+
+/// The state read after the cooldown is half-open, whether or not a call has asked
+/// since: at exactly the end of the cooldown the breaker admits a probe, and
+/// `circuit_state()` says so. The move happens once: the probe that follows starts
+/// no other generation.
+#[tokio::test(start_paused = true)]
+async fn the_state_reads_half_open_from_the_end_of_the_cooldown() {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("down"),
+        Step::status(200).body("recovered"),
+    ]);
+    let start = Instant::now();
+    let api = scripted::<HalfOpenClient>(&t);
+    assert_eq!(api.resource().await.unwrap_err().status(), Some(503));
+    let tripped = api.circuit_state();
+    assert_eq!(tripped.phase, Phase::Open);
+
+    sleep_until(start + ms(99)).await;
+    assert_eq!(api.circuit_state(), tripped, "still open one tick before");
+
+    sleep_until(start + ms(100)).await;
+    let state = api.circuit_state();
+    assert_eq!(
+        (state.phase, state.open_until, state.probes_in_flight),
+        (Phase::HalfOpen, None, 0)
+    );
+    assert_eq!(state.generation, tripped.generation + 1);
+    assert_eq!(api.circuit_state(), state, "read twice, moved once");
+
+    assert_eq!(api.resource().await.unwrap(), "recovered");
+    let closed = api.circuit_state();
+    assert_eq!(closed.phase, Phase::Closed);
+    assert_eq!(
+        closed.generation,
+        state.generation + 1,
+        "the probe closed it"
+    );
+    assert_eq!(t.dispatch_times(), vec![ms(0), ms(100)]);
+}

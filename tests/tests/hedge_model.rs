@@ -183,12 +183,10 @@ fn model(case: &Case, prio: &[usize]) -> Expected {
             Phase::Closed
         } else if consecutive > 0 {
             Phase::Open
-        } else if case.half_open && dispatch.is_empty() {
-            // Nothing was admitted (a deadline of 0): the phase moves to half-open at
-            // an admission, and there was none; the cooldown is over all the same.
-            Phase::Open
         } else if case.half_open {
-            // The probe ended without a verdict (a 404, or dropped): its slot is free.
+            // The cooldown is over: half-open, whether the probe ended without a
+            // verdict (a 404, or dropped: its slot is free) or nothing was admitted (a
+            // deadline of 0; the state is read after the cooldown all the same).
             Phase::HalfOpen
         } else {
             Phase::Closed

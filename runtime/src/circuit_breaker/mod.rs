@@ -168,8 +168,14 @@ impl CircuitBreaker {
         self.lock().open_at(at)
     }
 
+    /// The state at `now`, after moving an open breaker whose cooldown has ended to
+    /// half-open (with its event), as the next attempt would: never `Open` past the
+    /// cooldown.
     pub(crate) fn snapshot(&self, now: Instant) -> CircuitState {
-        self.lock().snapshot(now)
+        self.transit(|b| {
+            let transition = b.settle(now);
+            (b.snapshot(now), transition)
+        })
     }
 }
 
@@ -328,8 +334,50 @@ mod tests {
         let _ = proceed_tx.send(());
         first.join().expect("first");
         second.join().expect("second");
-        assert_eq!(breaker.snapshot(Instant::now()).phase, Phase::Open);
+        // The state as the transitions left it: with a zero cooldown, a read through
+        // `snapshot` would half-open it first.
+        assert_eq!(breaker.lock().snapshot(Instant::now()).phase, Phase::Open);
         assert_eq!(gauge(), 2.0, "the gauge reads the breaker's state");
+    }
+
+    /// Read after its cooldown, an open breaker is half-open, and the gauge says so.
+    #[test]
+    fn a_read_after_the_cooldown_half_opens_and_sets_the_gauge() {
+        let (entered, _) = mpsc::channel();
+        let (_, proceed) = mpsc::channel();
+        let gauge = Arc::new(Gate {
+            value: AtomicU64::new(0),
+            // Never stops a thread: this test has only one.
+            stopped: AtomicBool::new(true),
+            entered: std::sync::Mutex::new(entered),
+            proceed: std::sync::Mutex::new(proceed),
+        });
+        let breaker = CircuitBreaker::new(
+            BreakerConfig {
+                mode: BreakerMode::ConsecutiveFailures { failures: 1 },
+                reset: Duration::from_secs(1),
+                ..BreakerConfig::DEFAULT
+            },
+            "https://h".into(),
+            String::new(),
+            "https://h".into(),
+        );
+        let t0 = Instant::now();
+        let recorder = GaugeRecorder(gauge.clone());
+        let read = |at| metrics::with_local_recorder(&recorder, || breaker.snapshot(at));
+        metrics::with_local_recorder(&recorder, || {
+            let a = breaker.admit(t0).expect("closed");
+            a.record(Outcome::Failure, || (Duration::ZERO, t0));
+        });
+        let value = || f64::from_bits(gauge.value.load(Ordering::SeqCst));
+        let open = read(t0 + Duration::from_millis(999));
+        assert_eq!((open.phase, value()), (Phase::Open, 2.0));
+        let half_open = read(t0 + Duration::from_secs(1));
+        assert_eq!((half_open.phase, value()), (Phase::HalfOpen, 1.0));
+        assert_eq!(half_open.generation, open.generation + 1);
+        let admitted = breaker.admit(t0 + Duration::from_secs(1)).expect("a probe");
+        assert_eq!(read(t0 + Duration::from_secs(1)).probes_in_flight, 1);
+        drop(admitted);
     }
 
     /// A gauge that panics when set.

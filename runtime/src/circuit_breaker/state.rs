@@ -473,16 +473,18 @@ impl Breaker {
     pub fn admit(&mut self, now: Instant) -> (Result<Admission, Rejected>, Option<Transition>) {
         match self.phase {
             Phase::Closed => (Ok(self.admission(false)), None),
-            Phase::Open => {
-                if let Some(until) = self.open_until
-                    && now < until
-                {
-                    return (Err(Rejected { until: Some(until) }), None);
+            Phase::Open => match self.settle(now) {
+                None => (
+                    Err(Rejected {
+                        until: self.open_until,
+                    }),
+                    None,
+                ),
+                Some(transition) => {
+                    self.probes_in_flight = 1;
+                    (Ok(self.admission(true)), Some(transition))
                 }
-                let transition = self.transition(Phase::HalfOpen);
-                self.probes_in_flight = 1;
-                (Ok(self.admission(true)), Some(transition))
-            }
+            },
             Phase::HalfOpen if self.probe_slot_free() => {
                 self.probes_in_flight = self.probes_in_flight.saturating_add(1);
                 (Ok(self.admission(true)), None)
@@ -616,7 +618,42 @@ impl Breaker {
         }
     }
 
-    /// The observable state at `now` (window counts exclude expired buckets).
+    /// An open breaker whose cooldown has ended by `now` moves to half-open, with no
+    /// probe in flight yet, and the transition is returned; in any other state nothing
+    /// changes. [`admit`](Self::admit) does this itself; a reader of the state (the
+    /// client's `circuit_state()`) calls it first, so that it never reads `Open` past
+    /// the end of the cooldown.
+    ///
+    /// ```
+    /// use resilient_api::circuit_breaker::state::{Breaker, BreakerConfig, BreakerMode, Outcome, Phase};
+    /// use std::time::Duration;
+    /// use tokio::time::Instant;
+    ///
+    /// let mut breaker = Breaker::new(BreakerConfig {
+    ///     mode: BreakerMode::ConsecutiveFailures { failures: 1 },
+    ///     reset: Duration::from_secs(1),
+    ///     ..BreakerConfig::DEFAULT
+    /// });
+    /// let t0 = Instant::now();
+    /// let admission = breaker.admit(t0).0.expect("closed");
+    /// breaker.record(admission, Outcome::Failure, Duration::ZERO, t0);
+    ///
+    /// assert_eq!(breaker.settle(t0 + Duration::from_millis(999)), None);
+    /// let t = breaker.settle(t0 + Duration::from_secs(1)).expect("the cooldown is over");
+    /// assert_eq!((t.from, t.to), (Phase::Open, Phase::HalfOpen));
+    /// assert_eq!(breaker.snapshot(t0 + Duration::from_secs(1)).phase, Phase::HalfOpen);
+    /// ```
+    pub fn settle(&mut self, now: Instant) -> Option<Transition> {
+        match (self.phase, self.open_until) {
+            (Phase::Open, Some(until)) if now < until => None,
+            (Phase::Open, _) => Some(self.transition(Phase::HalfOpen)),
+            _ => None,
+        }
+    }
+
+    /// The observable state at `now` (window counts exclude expired buckets). An open
+    /// breaker is read as it stands: call [`settle`](Self::settle) first to see the
+    /// end of its cooldown.
     ///
     /// ```
     /// use resilient_api::circuit_breaker::state::{Breaker, BreakerConfig, Outcome};
