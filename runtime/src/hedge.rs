@@ -73,7 +73,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::time::{Instant, sleep_until};
 
 use crate::error::{ApiError, ErrorKind};
-use crate::pipeline::{Attempted, Call, Failure, Prepared, Verdict};
+use crate::pipeline::{Attempted, Call, Failure, Paid, Prepared, Verdict};
 use crate::request::HedgeConfig;
 use crate::response::RawResponse;
 
@@ -120,6 +120,7 @@ impl Call<'_> {
         prepared: &Prepared,
         config: HedgeConfig,
         first_attempt: u32,
+        mut paid: Option<Paid<'_>>,
     ) -> Result<RawResponse, Failure> {
         // Set once the server asked to wait: a branch not yet sent is withdrawn.
         let hold = Hold {
@@ -170,21 +171,28 @@ impl Call<'_> {
                 }
                 // A hedge is a new request, as a retry is: the budget must allow it,
                 // and its refusal is a rejection like any other.
-                if launched > 0
-                    && let Some(b) = &self.ep.partition.budget
-                    && !b.withdraw(now)
-                {
-                    next_launch = None;
-                    rejection.get_or_insert_with(|| ApiError::new(ErrorKind::BudgetExhausted));
-                    tracing::debug!("the retry budget refused a hedge: no more hedging");
-                    break;
-                }
+                // The round's first branch is paid for by the retry loop when it is a
+                // retry; a branch not sent gives its payment back.
+                let payment = match &self.ep.partition.budget {
+                    Some(b) if launched > 0 => match b.try_withdraw(now) {
+                        Some(w) => Some(Paid::new(b, w)),
+                        None => {
+                            next_launch = None;
+                            rejection
+                                .get_or_insert_with(|| ApiError::new(ErrorKind::BudgetExhausted));
+                            tracing::debug!("the retry budget refused a hedge: no more hedging");
+                            break;
+                        }
+                    },
+                    _ => paid.take(),
+                };
                 let n = first_attempt + launched;
                 branches.push(Box::pin(self.attempt_deferred(
                     prepared,
                     None,
                     n - 1,
                     Some(&hold),
+                    payment,
                 )));
                 launched += 1;
                 // A hedge due at or after the deadline (for a shared execution, its

@@ -59,6 +59,7 @@ use crate::rate_limit::{RateLimitToken, RateLimited, RateLimiter};
 use crate::request::{EndpointSpec, RequestBody, RequestBuilder};
 use crate::response::{RawBody, RawResponse, ResponseStream};
 use crate::retry::backoff::BackoffIter;
+use crate::retry::budget::{RetryBudget, Withdrawal};
 use crate::timeout::AttemptClock;
 use crate::transport::{
     HttpRequest, HttpResponse, InFlight, ResponseBody, TransportError, TransportErrorKind,
@@ -129,35 +130,60 @@ impl Verdict<'_> {
     }
 }
 
-/// A rate-limit token taken for an attempt that has not been sent yet. Every way out
-/// before dispatch (a refusal, a failing or panicking middleware, a drop) gives the
-/// token back; [`Unsent::dispatched`] keeps it spent.
-struct Unsent<'a> {
-    limiter: &'a RateLimiter,
-    token: Option<RateLimitToken>,
+/// What an attempt took before it was sent, and gives back unless it is: a
+/// rate-limit token, or the retry budget's withdrawal for a retry or a hedge. Every
+/// way out before dispatch (a refusal, a failing hook or middleware, a drop: the
+/// call's deadline, its cancellation, a hedged round that ends first) gives it back;
+/// [`Unsent::dispatched`] keeps it spent.
+pub(crate) struct Unsent<'a, S: GiveBack> {
+    source: &'a S,
+    taken: Option<S::Taken>,
 }
 
-impl<'a> Unsent<'a> {
-    fn new(limiter: &'a RateLimiter, token: RateLimitToken) -> Self {
+/// A policy that can take back what an attempt took from it.
+pub(crate) trait GiveBack {
+    type Taken;
+    fn give_back(&self, taken: Self::Taken);
+}
+
+impl GiveBack for RateLimiter {
+    type Taken = RateLimitToken;
+    fn give_back(&self, token: RateLimitToken) {
+        self.refund(token);
+    }
+}
+
+impl GiveBack for RetryBudget {
+    type Taken = Withdrawal;
+    fn give_back(&self, withdrawal: Withdrawal) {
+        self.refund(withdrawal);
+    }
+}
+
+impl<'a, S: GiveBack> Unsent<'a, S> {
+    pub(crate) fn new(source: &'a S, taken: S::Taken) -> Self {
         Unsent {
-            limiter,
-            token: Some(token),
+            source,
+            taken: Some(taken),
         }
     }
 
     fn dispatched(mut self) {
         // Spent: taken out so `Drop` does not give it back.
-        let _spent = self.token.take();
+        let _spent = self.taken.take();
     }
 }
 
-impl Drop for Unsent<'_> {
+impl<S: GiveBack> Drop for Unsent<'_, S> {
     fn drop(&mut self) {
-        if let Some(token) = self.token.take() {
-            self.limiter.refund(token);
+        if let Some(taken) = self.taken.take() {
+            self.source.give_back(taken);
         }
     }
 }
+
+/// A retry or hedge the budget paid for, until it is sent.
+pub(crate) type Paid<'a> = Unsent<'a, RetryBudget>;
 
 /// How an attempt failed, and what may follow.
 pub(crate) struct Failure {
@@ -619,6 +645,8 @@ impl Call<'_> {
             // The last round's failure, while a retry is on its way: the source of a
             // policy's refusal of that retry.
             let mut last: Option<ApiError> = None;
+            // The budget's payment for the next round's retry, until it is sent.
+            let mut paid: Option<Paid<'s>> = None;
             loop {
                 // In a block: the round's result is gone before the backoff's await, so
                 // the future does not keep room for it.
@@ -637,7 +665,8 @@ impl Call<'_> {
                                 Some(h) if spec.idempotent && replayable => {
                                     // Boxed: the rare path should not grow every call's
                                     // future.
-                                    Box::pin(self.hedged_round(prepared, h, first)).await
+                                    Box::pin(self.hedged_round(prepared, h, first, paid.take()))
+                                        .await
                                 }
                                 // The inner attempt is awaited right here, one nesting
                                 // level less for every call to move.
@@ -648,6 +677,7 @@ impl Call<'_> {
                                         first - 1,
                                         self.driven,
                                         None,
+                                        paid.take(),
                                     )
                                     .await
                                 {
@@ -670,9 +700,10 @@ impl Call<'_> {
                             {
                                 failure.error = failure.error.with_source(last);
                             }
-                            let (wait, error) =
+                            let (wait, error, payment) =
                                 self.next_wait(failure, round, replayable, &mut backoff)?;
                             last = Some(error);
+                            paid = payment;
                             wait
                         }
                     }
@@ -800,7 +831,7 @@ impl Call<'_> {
         round: u32,
         replayable: bool,
         backoff: &mut Option<Box<BackoffIter>>,
-    ) -> Result<(Duration, ApiError), ApiError> {
+    ) -> Result<(Duration, ApiError, Option<Paid<'_>>), ApiError> {
         let spec = self.ep.spec;
         let retry = &spec.policy.retry;
         let partition = &self.ep.partition;
@@ -871,11 +902,18 @@ impl Call<'_> {
             e.set_retry_at(until, until.saturating_duration_since(now));
             return Err(e);
         }
-        if let Some(b) = &partition.budget
-            && !b.withdraw(now)
-        {
-            return Err(ApiError::new(ErrorKind::BudgetExhausted).with_source(error));
-        }
+        // Paid now, before the backoff, so that a retry the budget refuses does not
+        // sleep first; given back if the retry is never sent (the hook below fails, a
+        // policy refuses it, the call ends during the backoff).
+        let paid = match &partition.budget {
+            Some(b) => match b.try_withdraw(now) {
+                Some(w) => Some(Paid::new(b, w)),
+                None => {
+                    return Err(ApiError::new(ErrorKind::BudgetExhausted).with_source(error));
+                }
+            },
+            None => None,
+        };
         if let Some(hook) = &self.inner.hooks.on_retry {
             let event = RetryEvent {
                 endpoint: spec.name,
@@ -897,7 +935,7 @@ impl Call<'_> {
             "retrying"
         );
         crate::observe::metrics_impl::retry(spec.name, &partition.name);
-        Ok((wait, error))
+        Ok((wait, error, paid))
     }
 
     /// One attempt whose breaker outcome is handed back instead of recorded, so a
@@ -909,9 +947,10 @@ impl Call<'_> {
         stream_body: Option<RequestBody>,
         resend: u32,
         hold: Option<&'s crate::hedge::Hold>,
+        paid: Option<Paid<'s>>,
     ) -> Attempted<'s> {
         match self
-            .attempt_inner(prepared, stream_body, resend, false, hold)
+            .attempt_inner(prepared, stream_body, resend, false, hold, paid)
             .await
         {
             Ok((result, verdict)) => Attempted {
@@ -944,6 +983,7 @@ impl Call<'_> {
         resend: u32,
         driven: bool,
         hold: Option<&'s crate::hedge::Hold>,
+        paid: Option<Paid<'s>>,
     ) -> impl Future<Output = Result<(Result<RawResponse, Failure>, Verdict<'s>), Failure>> + Send
     {
         async move {
@@ -1011,9 +1051,12 @@ impl Call<'_> {
             // Polled where it is (it is `Unpin`) and inside the span: no wrapper future
             // or pin to move the attempt's state into.
             let mut work = self.dispatch(prepared, stream_body)?;
-            // Dispatched from here on: the token is spent.
+            // Dispatched from here on: the token and the budget's payment are spent.
             if let Some(token) = token {
                 token.dispatched();
+            }
+            if let Some(paid) = paid {
+                paid.dispatched();
             }
             if let Some(hold) = hold {
                 hold.sent();

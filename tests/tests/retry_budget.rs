@@ -85,3 +85,127 @@ async fn turning_the_budget_off_leaves_only_the_retry_count() {
     assert_eq!(api.resource().await.expect("retried"), "ok");
     assert_eq!(t.attempts(), 3);
 }
+
+// ------------------------------------------- a retry paid for and never sent
+
+/// One slot and no queue, two retries on 503 20 ms apart, and a hedge after 10 ms.
+#[resilient_api(
+    timeout(attempt = "1s"),
+    retry(max = 2, backoff = fixed(delay = "20ms"), on = [503]),
+    breaker(failures = 100, reset = "1s"),
+    bulkhead(concurrency = 1, queue = 0)
+)]
+pub trait OneSlot {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+
+    #[get("/search")]
+    #[hedge(delay = "10ms", max = 2)]
+    async fn search(&self) -> Result<String, ApiError>;
+}
+
+/// A call that needs exactly `retries` retries to succeed: `Ok` only if the budget
+/// still holds that many (with its own deposit).
+async fn needs_retries<F, Fut>(
+    t: &ScriptedTransport,
+    retries: usize,
+    call: F,
+) -> Result<String, ApiError>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<String, ApiError>>,
+{
+    t.push((0..retries).map(|_| Step::status(503).body("busy")));
+    t.push([Step::status(200).body("ok")]);
+    call().await
+}
+
+/// The on-retry hook fails after the budget paid for the retry: the retry is never
+/// sent, and the budget gets it back. One retry per call (ratio 1, no floor): the
+/// first call's withdrawal, refunded, lets the next call retry twice.
+#[tokio::test(start_paused = true)]
+async fn a_retry_its_hook_stops_is_given_back() {
+    let t = ScriptedTransport::new([Step::status(503).body("busy")]);
+    let failed_once = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let fail = failed_once.clone();
+    let api: BudgetedClient = tests::scripted_builder(&t)
+        .retry_budget(budget(0, 1.0))
+        .on_retry(move |_| {
+            if fail.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                Ok(())
+            } else {
+                Err("not now".into())
+            }
+        })
+        .build()
+        .expect("builds");
+    let e = api.resource().await.expect_err("the hook stops it");
+    assert_eq!((e.kind(), t.attempts()), (ErrorKind::Hook, 1));
+    // Deposits 2 (this call's and the first's), one withdrawal given back: two retries.
+    let r = needs_retries(&t, 2, || api.resource()).await;
+    assert_eq!(r.expect("two retries were left"), "ok");
+    assert_eq!(t.attempts(), 4);
+}
+
+/// A retry the bulkhead refuses (another call took the only slot during the backoff)
+/// is never sent: the budget gets it back. Half a retry per call, no floor.
+#[tokio::test(start_paused = true)]
+async fn a_retry_a_policy_refuses_is_given_back() {
+    let t = ScriptedTransport::new([
+        Step::status(200).body("ok"),
+        Step::status(503).body("busy"),
+        Step::status(200).body("slow").delay(tests::ms(100)),
+    ]);
+    let api: OneSlotClient = tests::scripted_builder(&t)
+        .retry_budget(budget(0, 0.5))
+        .build()
+        .expect("builds");
+    // Two deposits of half a retry: one, for the next call's retry.
+    assert_eq!(api.resource().await.expect("healthy"), "ok");
+    let first = api.resource();
+    let other = async {
+        tokio::time::sleep(tests::ms(10)).await;
+        api.resource().await
+    };
+    let (first, other) = tokio::join!(first, other);
+    let e = first.expect_err("its retry finds the slot taken");
+    assert_eq!((e.kind(), e.attempts()), (ErrorKind::BulkheadFull, 1));
+    assert_eq!(other.expect("the other call"), "slow");
+    assert_eq!(t.attempts(), 3);
+    // Four deposits of half a retry, none spent: two retries.
+    let r = needs_retries(&t, 2, || api.resource()).await;
+    assert_eq!(r.expect("the refused retry was given back"), "ok");
+}
+
+/// A hedge the bulkhead refuses (the call's first branch holds the only slot) is
+/// never sent: the budget gets it back.
+#[tokio::test(start_paused = true)]
+async fn a_hedge_a_policy_refuses_is_given_back() {
+    let t = ScriptedTransport::new([Step::status(200).body("slow").delay(tests::ms(50))]);
+    let api: OneSlotClient = tests::scripted_builder(&t)
+        .retry_budget(budget(0, 1.0))
+        .build()
+        .expect("builds");
+    assert_eq!(api.search().await.expect("the first branch wins"), "slow");
+    assert_eq!(t.attempts(), 1, "the hedge was refused");
+    // Two deposits, nothing spent: two retries.
+    let r = needs_retries(&t, 2, || api.resource()).await;
+    assert_eq!(r.expect("the refused hedge was given back"), "ok");
+}
+
+/// A call dropped during its backoff never sends the retry it paid for: the budget
+/// gets it back.
+#[tokio::test(start_paused = true)]
+async fn a_retry_its_caller_drops_is_given_back() {
+    let t = ScriptedTransport::new([Step::status(503).body("busy")]);
+    let api: BudgetedClient = tests::scripted_builder(&t)
+        .retry_budget(budget(0, 1.0))
+        .build()
+        .expect("builds");
+    let dropped = tokio::time::timeout(tests::ms(10), api.resource()).await;
+    assert!(dropped.is_err(), "dropped during the 20 ms backoff");
+    assert_eq!(t.attempts(), 1);
+    let r = needs_retries(&t, 2, || api.resource()).await;
+    assert_eq!(r.expect("the dropped retry was given back"), "ok");
+    assert_eq!(t.attempts(), 4);
+}

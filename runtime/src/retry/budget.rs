@@ -5,7 +5,11 @@
 //! that is per upstream host; it is on by default). Each first attempt of a call
 //! [`deposit`](RetryBudget::deposit)s; each retry or hedge must
 //! [`withdraw`](RetryBudget::withdraw) first, and a refused withdrawal ends the call
-//! with `BudgetExhausted`, whose source is the call's last error.
+//! with `BudgetExhausted`, whose source is the call's last error. A retry is paid for
+//! when it is decided, before its backoff, and the payment is given back
+//! ([`refund`](RetryBudget::refund)) if the retry is never sent: the on-retry hook
+//! fails, the breaker, bulkhead or rate limiter refuses it, or the call ends first.
+//! The budget counts what reached the upstream.
 //!
 //! Why a budget and not just a maximum retry count: with `max = 3`, a host that fails
 //! every request receives four times its normal load exactly when it can least take
@@ -253,6 +257,27 @@ impl RetryBudget {
     /// ```
     #[must_use]
     pub fn withdraw(&self, now: Instant) -> bool {
+        self.try_withdraw(now).is_some()
+    }
+
+    /// [`withdraw`](Self::withdraw), returning what was taken so that a retry never
+    /// sent can be given back with [`refund`](Self::refund).
+    ///
+    /// ```
+    /// use resilient_api::retry::budget::{BudgetConfig, RetryBudget};
+    /// use tokio::time::Instant;
+    ///
+    /// let now = Instant::now();
+    /// let config = BudgetConfig { min_per_sec: 0, retry_ratio: 1.0, ..BudgetConfig::DEFAULT };
+    /// let budget = RetryBudget::new(config, now);
+    /// budget.deposit(now);
+    /// let paid = budget.try_withdraw(now).expect("one retry");
+    /// assert!(budget.try_withdraw(now).is_none()); // spent...
+    /// budget.refund(paid); // ...until the retry turns out never to be sent
+    /// assert!(budget.withdraw(now));
+    /// ```
+    #[must_use]
+    pub fn try_withdraw(&self, now: Instant) -> Option<Withdrawal> {
         let epoch = self.epoch_of(now);
         // Withdrawals are serialized, so two cannot both take the last retry;
         // deposits racing with one only add.
@@ -265,10 +290,46 @@ impl RetryBudget {
                 .map(|s| i128::from(s.load(Ordering::Acquire)))
                 .sum::<i128>();
         if available < i128::from(UNIT) {
-            return false;
+            return None;
         }
         self.slots[slot_index(newest)].fetch_sub(UNIT, Ordering::AcqRel);
-        true
+        Some(Withdrawal { epoch: newest })
+    }
+
+    /// Gives back a withdrawal whose retry (or hedge) was never sent: a policy refused
+    /// it, a hook failed, or the call ended first. The budget is then as if it had not
+    /// been made. A withdrawal that no longer counts (its bucket has left the window)
+    /// has nothing to give back.
+    ///
+    /// ```
+    /// use resilient_api::retry::budget::{BudgetConfig, RetryBudget};
+    /// use std::time::Duration;
+    /// use tokio::time::Instant;
+    ///
+    /// let t0 = Instant::now();
+    /// let config = BudgetConfig { min_per_sec: 1, ..BudgetConfig::DEFAULT }; // a floor of 10
+    /// let budget = RetryBudget::new(config, t0);
+    /// let paid: Vec<_> = (0..10).filter_map(|_| budget.try_withdraw(t0)).collect();
+    /// assert!(budget.try_withdraw(t0).is_none());
+    /// // Ten seconds later those ten no longer count, and the floor is spent again.
+    /// let later = t0 + Duration::from_secs(10);
+    /// assert_eq!((0..11).filter(|_| budget.withdraw(later)).count(), 10);
+    /// for w in paid {
+    ///     budget.refund(w); // expired: nothing to give back
+    /// }
+    /// assert!(!budget.withdraw(later));
+    /// ```
+    pub fn refund(&self, withdrawal: Withdrawal) {
+        let _locked = self.lock();
+        // Under the lock the window does not move: the bucket is the withdrawal's own
+        // while it is among the newest `SLOTS`, and reused (or cleared) after.
+        let newest = self.epoch.load(Ordering::Acquire);
+        if newest
+            .checked_sub(withdrawal.epoch)
+            .is_some_and(|age| age < SLOTS as u64)
+        {
+            self.slots[slot_index(withdrawal.epoch)].fetch_add(UNIT, Ordering::AcqRel);
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
@@ -304,6 +365,13 @@ impl RetryBudget {
         self.epoch.store(epoch, Ordering::Release);
         epoch
     }
+}
+
+/// One retry taken from a [`RetryBudget`], which [`RetryBudget::refund`] can give back.
+#[derive(Debug)]
+pub struct Withdrawal {
+    /// The bucket it was counted in.
+    epoch: u64,
 }
 
 fn slot_index(epoch: u64) -> usize {
@@ -513,6 +581,8 @@ mod tests {
     enum Op {
         Deposit,
         Withdraw,
+        /// Give back one of the withdrawals not given back yet (any, by index).
+        Refund(usize),
         Advance(u64),
     }
 
@@ -528,6 +598,7 @@ mod tests {
                 prop_oneof![
                     3 => Just(Op::Deposit),
                     3 => Just(Op::Withdraw),
+                    1 => any::<usize>().prop_map(Op::Refund),
                     1 => (0u64..5_000).prop_map(Op::Advance),
                 ],
                 0..400,
@@ -545,6 +616,8 @@ mod tests {
             let mut elapsed_ms = 0u64;
             let mut events: Vec<(u128, i64)> = Vec::new(); // (bucket, units)
             let mut granted = 0u32;
+            // Withdrawals not given back yet, with their event.
+            let mut outstanding: Vec<(Withdrawal, usize)> = Vec::new();
             for op in ops {
                 let now = t0 + Duration::from_millis(elapsed_ms);
                 let bucket = u128::from(elapsed_ms) * 1_000_000 / bucket_ns;
@@ -560,12 +633,22 @@ mod tests {
                             .map(|(_, units)| units)
                             .sum();
                         let expected = reserve + counted >= UNIT;
-                        prop_assert_eq!(budget.withdraw(now), expected);
-                        if expected {
+                        let withdrawal = budget.try_withdraw(now);
+                        prop_assert_eq!(withdrawal.is_some(), expected);
+                        if let Some(w) = withdrawal {
                             granted += 1;
+                            outstanding.push((w, events.len()));
                             events.push((bucket, -UNIT));
                         }
                     }
+                    // Given back: as if it had not been made (an expired one no longer
+                    // counts either way).
+                    Op::Refund(pick) if !outstanding.is_empty() => {
+                        let (w, event) = outstanding.swap_remove(pick % outstanding.len());
+                        budget.refund(w);
+                        events[event].1 = 0;
+                    }
+                    Op::Refund(_) => {}
                     Op::Advance(ms) => elapsed_ms += ms,
                 }
             }
