@@ -10,7 +10,12 @@
 //! Rules, in the order they matter:
 //! - A new branch starts every `delay` while no acceptable answer has come, up to
 //!   `max` branches. None starts at or after the call's deadline (the deadline wins a
-//!   tie), and each needs the retry budget's permission, as a retry would.
+//!   tie), and each needs the retry budget's permission, as a retry would. When every
+//!   branch sent has failed before the next is due, the next is decided at once, as a
+//!   retry is when its backoff starts: the budget pays for it then (it still leaves at
+//!   its time, and the payment is given back if it never does), and if the budget
+//!   refuses, or the breaker will still be open when it is due, the round ends then
+//!   with that rejection rather than at the hedge's time.
 //! - A branch refused by a policy (the breaker, the bulkhead, the rate limiter, or the
 //!   retry budget before a hedge) is a rejection, and a rejection is final for the
 //!   call: shed load is never retried. No further branch starts, but the branches
@@ -145,6 +150,8 @@ impl Call<'_> {
         // was planned (at `.0`, due at `.1`): a caller who joins later with a later
         // deadline (or none) raises that bound, and the hedge is due again.
         let mut ruled_out: Option<(Instant, Instant)> = None;
+        // The next hedge, paid for when every branch sent had failed before it was due.
+        let mut prepaid: Option<Paid<'_>> = None;
         loop {
             if let Some((planned, at)) = ruled_out {
                 if self
@@ -174,6 +181,7 @@ impl Call<'_> {
                 // The round's first branch is paid for by the retry loop when it is a
                 // retry; a branch not sent gives its payment back.
                 let payment = match &self.ep.partition.budget {
+                    Some(_) if prepaid.is_some() => prepaid.take(),
                     Some(b) if launched > 0 => match b.try_withdraw(now) {
                         Some(w) => Some(Paid::new(b, w)),
                         None => {
@@ -312,6 +320,9 @@ impl Call<'_> {
                         failed.0.push(v);
                     }
                     last = Some(failure);
+                    if branches.is_empty() {
+                        self.decide_next_hedge(&mut next_launch, &mut prepaid, &mut rejection);
+                    }
                 }
             }
         }
@@ -384,6 +395,47 @@ impl Call<'_> {
                 retryable: false,
                 server_wait: None,
             }),
+        }
+    }
+
+    /// Every branch sent has failed and the next hedge is still to come: it is now the
+    /// round's only way on, so it is decided now, as a retry is when its backoff
+    /// starts. The budget pays for it now (kept until it leaves, given back if it
+    /// never does), and a refusal by the budget, or by a breaker that will still be
+    /// open when the hedge is due, ends the round now instead of at the hedge's time.
+    #[cold]
+    fn decide_next_hedge<'s>(
+        &'s self,
+        next_launch: &mut Option<Instant>,
+        prepaid: &mut Option<Paid<'s>>,
+        rejection: &mut Option<ApiError>,
+    ) {
+        let Some(at) = *next_launch else {
+            return;
+        };
+        let now = Instant::now();
+        if at <= now || prepaid.is_some() {
+            return;
+        }
+        let partition = &self.ep.partition;
+        if let Some(until) = partition.breaker.open_at(at) {
+            *next_launch = None;
+            let mut e = ApiError::new(ErrorKind::CircuitOpen)
+                .with_message("the breaker will still be open when the hedge is due");
+            e.set_retry_at(until, until.saturating_duration_since(now));
+            rejection.get_or_insert(e);
+            tracing::debug!("the breaker will refuse the next hedge: no more hedging");
+            return;
+        }
+        if let Some(b) = &partition.budget {
+            match b.try_withdraw(now) {
+                Some(w) => *prepaid = Some(Paid::new(b, w)),
+                None => {
+                    *next_launch = None;
+                    rejection.get_or_insert_with(|| ApiError::new(ErrorKind::BudgetExhausted));
+                    tracing::debug!("the retry budget refused a hedge: no more hedging");
+                }
+            }
         }
     }
 }

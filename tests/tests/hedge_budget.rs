@@ -54,3 +54,40 @@ async fn a_budget_with_room_launches_the_hedge() {
     assert_eq!(t.dispatch_times(), [ms(0), ms(10)]);
     tests::assert_nothing_leaked(&t);
 }
+
+/// The primary fails before the hedge is due and the budget cannot pay for the hedge:
+/// the round ends at the failure with `BudgetExhausted` (what the primary got as its
+/// source), instead of waiting for a hedge it would refuse. A hedge is paid for when
+/// it becomes the round's only way on, as a retry is before its backoff.
+#[tokio::test(start_paused = true)]
+async fn a_hedge_the_budget_cannot_pay_for_is_not_waited_for() {
+    let t = ScriptedTransport::new([Step::status(503).body("busy").delay(ms(3))]);
+    let (r, at) = search(&t, 0).await;
+    let e = r.expect_err("no hedge");
+    assert_eq!(
+        (e.kind(), at),
+        (resilient_api::ErrorKind::BudgetExhausted, 3)
+    );
+    assert_eq!(e.attempts(), 1);
+    let source = std::error::Error::source(&e)
+        .and_then(|s| s.downcast_ref::<ApiError>())
+        .expect("what the primary got is the source");
+    assert_eq!(source.status(), Some(503));
+    assert_eq!(t.attempts(), 1);
+    tests::assert_nothing_leaked(&t);
+}
+
+/// With room in the budget, a primary that fails early still gets its hedge, at the
+/// hedge's time (the hedge was paid for at the failure).
+#[tokio::test(start_paused = true)]
+async fn a_hedge_paid_for_at_the_failure_still_leaves_at_its_time() {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("busy").delay(ms(3)),
+        Step::status(200).body("hedge").delay(ms(5)),
+    ]);
+    let (r, at) = search(&t, 1).await;
+    assert_eq!(r.expect("the hedge answers"), "hedge");
+    assert_eq!(at, 15);
+    assert_eq!(t.dispatch_times(), [ms(0), ms(10)]);
+    tests::assert_nothing_leaked(&t);
+}

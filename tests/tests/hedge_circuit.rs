@@ -334,3 +334,37 @@ async fn a_failed_probe_reopens_the_breaker_when_the_caller_gives_up() {
     assert_eq!(t.attempts(), 3);
     assert_nothing_leaked(&t);
 }
+
+/// The primary fails before the hedge is due, and the breaker (tripped meanwhile by
+/// another call) will still be open when it is: the round ends at the failure with
+/// `CircuitOpen`, saying when the breaker may close, instead of waiting for a hedge
+/// it would refuse. As a retry whose backoff would end in an open breaker does.
+#[tokio::test(start_paused = true)]
+async fn a_hedge_the_breaker_will_refuse_is_not_waited_for() {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("primary").delay(ms(3)),
+        Step::status(503).body("down").delay(ms(1)),
+    ]);
+    let clock = Clock::start();
+    let start = tokio::time::Instant::now();
+    let api = scripted::<SearchClient>(&t);
+    let (hedged, tripping) = tokio::join!(
+        async {
+            let r = api.search_once().await;
+            (r, clock.now_ms())
+        },
+        api.plain()
+    );
+    assert_eq!(tripping.unwrap_err().status(), Some(503));
+    let (r, at) = hedged;
+    let e = r.expect_err("the hedge would be refused");
+    assert_eq!((e.kind(), at), (ErrorKind::CircuitOpen, 3));
+    assert_eq!(e.retry_at(), Some(start + ms(1001)));
+    assert_eq!(e.attempts(), 1);
+    let source = std::error::Error::source(&e)
+        .and_then(|s| s.downcast_ref::<ApiError>())
+        .expect("what the primary got is the source");
+    assert_eq!(source.status(), Some(503));
+    assert_eq!(t.dispatch_times(), [ms(0), ms(0)]);
+    assert_nothing_leaked(&t);
+}

@@ -247,6 +247,14 @@ fn model(case: &Case, prio: &[usize]) -> Expected {
                         _ => {
                             held += 1;
                             last = Some(j);
+                            // Every branch sent has failed before the next is due: the
+                            // budget is asked now, and refuses now.
+                            if case.broke
+                                && pending.is_empty()
+                                && next_launch.is_some_and(|l| l > t)
+                            {
+                                refused = true;
+                            }
                         }
                     }
                 }
