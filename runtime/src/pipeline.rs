@@ -802,7 +802,7 @@ impl Call<'_> {
         let Some(result) = result else {
             return First::Answered(Err(deadline_passed(total)));
         };
-        let outcome = judge(&result, &span);
+        let outcome = judge(&result, &span, Some(call_span));
         // In the loop's order: the slot is given back and the attempt's span closed as
         // the attempt ends, then the verdict is recorded, inside the call's span (a
         // breaker's transition is logged there).
@@ -1109,7 +1109,8 @@ impl Call<'_> {
             }
             // Recorded later (a hedge branch, a coalesced execution): the end is now.
             let ended = (!driven).then(Instant::now);
-            let outcome = judge(&result, &span);
+            // Polled inside the call's span: the current one.
+            let outcome = judge(&result, &span, None);
             Ok((
                 result,
                 Verdict {
@@ -1566,8 +1567,14 @@ fn attempt_span(resend: u32) -> tracing::Span {
     )
 }
 
-/// What an attempt's result tells the breaker; its status goes on the attempt's span.
-fn judge(result: &Result<RawResponse, Failure>, span: &tracing::Span) -> Outcome {
+/// What an attempt's result tells the breaker; its status goes on the attempt's span,
+/// and an error status on the call's too (`call_span`, or the current span when the
+/// attempt runs inside the call's).
+fn judge(
+    result: &Result<RawResponse, Failure>,
+    span: &tracing::Span,
+    call_span: Option<&tracing::Span>,
+) -> Outcome {
     match result {
         Ok(raw) => {
             record_status(span, raw.status.as_u16());
@@ -1576,6 +1583,13 @@ fn judge(result: &Result<RawResponse, Failure>, span: &tracing::Span) -> Outcome
         Err(failure) => {
             if let Some(s) = failure.error.status() {
                 record_status(span, s);
+                // The call's span carries the last status received, for a call that
+                // ends without one of its own (a timeout): its end records the final
+                // one over it.
+                match call_span {
+                    Some(call) => record_status(call, s),
+                    None => record_status(&tracing::Span::current(), s),
+                }
             }
             match failure.error.kind() {
                 ErrorKind::Connect | ErrorKind::Transport | ErrorKind::AttemptTimeout => {

@@ -357,3 +357,47 @@ async fn a_call_whose_retry_is_refused_keeps_the_status_it_received() {
     assert_eq!(tries[0].fields, attempt_fields(0, 503));
     assert_eq!(call.fields, call_fields(503));
 }
+
+/// One retry 20 ms after a 503, within a 100 ms deadline.
+#[resilient_api(
+    timeout(attempt = "50ms", total = "100ms"),
+    retry(max = 1, backoff = fixed(delay = "20ms"), on = [503])
+)]
+pub trait Bounded {
+    #[get("/users/{id}")]
+    async fn user(&self, id: u64) -> Result<String, ApiError>;
+}
+
+/// Regression: a call that a timeout ended after an error response lost that status on
+/// its span (a timeout has none). The call span carries the last status received,
+/// whichever timeout ends the call.
+#[tokio::test(start_paused = true)]
+async fn a_call_a_timeout_ends_keeps_the_last_status_it_received() {
+    for (steps, kind, end_ms) in [
+        // The retry (at 60 ms) outlives the call's deadline.
+        (
+            [Step::status(503).body("busy").delay(ms(40)), Step::hang()],
+            ErrorKind::Deadline,
+            100,
+        ),
+        // The retry (at 25 ms) outlives its attempt timeout, within the deadline.
+        (
+            [
+                Step::status(503).body("busy").delay(ms(5)),
+                Step::status(200).body("late").delay(ms(60)),
+            ],
+            ErrorKind::AttemptTimeout,
+            75,
+        ),
+    ] {
+        let t = ScriptedTransport::new(steps);
+        let clock = Clock::start();
+        let api = scripted::<BoundedClient>(&t);
+        let (r, seen) = captured(api.user(1)).await;
+        assert_eq!(r.unwrap_err().kind(), kind);
+        assert_eq!(clock.now_ms(), end_ms);
+        let (call, tries) = call_and_attempts(&seen, 2);
+        assert_eq!(tries[0].fields, attempt_fields(0, 503));
+        assert_eq!(call.fields, call_fields(503), "{kind:?}");
+    }
+}
