@@ -15,11 +15,11 @@
 //! - Each caller's deadline and cancellation apply to that caller alone; the shared
 //!   execution has no deadline of its own and ends when its last caller leaves (the
 //!   contract: it stops only when every caller left).
-//! - Its waits are bounded by the latest deadline among its callers (none, if one of
-//!   them has none): a backoff or `Retry-After` that would end after it, or a
-//!   rate-limit token that would come after it, fails now with the underlying error,
-//!   as in a plain call, instead of waiting for nobody. A caller that has left still
-//!   counts in that bound.
+//! - Its waits are bounded by the latest deadline among the callers still waiting
+//!   (none, if one of them has none): a backoff or `Retry-After` that would end after
+//!   it, or a rate-limit token that would come after it, fails now with the
+//!   underlying error, as in a plain call, instead of waiting for nobody. A caller
+//!   that leaves takes its deadline out of that bound; one that joins adds its own.
 //! - A hook that panics in the shared execution ends it: the panic reaches every
 //!   caller (its own payload the caller whose poll ran the hook), and the next
 //!   identical call starts afresh.
@@ -42,7 +42,7 @@
 //! ```
 
 use std::any::Any;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -63,35 +63,64 @@ use crate::response::{RawBody, RawResponse};
 type Output = Result<Arc<Answer>, Ended>;
 type Execution = Pin<Box<dyn Future<Output = Output> + Send>>;
 type SharedCall = Shared<Execution>;
-/// Per key: the execution, its callers' latest deadline, and its attempts so far.
+/// Per key: the execution, its callers' deadlines, and its attempts so far.
 type Calls = HashMap<Key, (WeakShared<Execution>, Arc<CallersDeadline>, Arc<AtomicU32>)>;
 
-/// The latest deadline among the callers an execution has had (`None`: one of them
-/// has none). It only grows: a caller that left still counts, so the execution may
-/// wait for an answer nobody collects, as it would without this bound.
-pub(crate) struct CallersDeadline(Mutex<Option<Instant>>);
+/// The deadlines of the callers an execution has now. A caller takes its deadline
+/// with it when it leaves, so the bound is always that of the callers still waiting.
+pub(crate) struct CallersDeadline(Mutex<Deadlines>);
+
+/// A multiset of deadlines: how many callers have none, and how many have each one.
+#[derive(Default)]
+struct Deadlines {
+    unbounded: usize,
+    bounded: BTreeMap<Instant, usize>,
+}
 
 impl CallersDeadline {
     fn new(first: Option<Instant>) -> Self {
-        CallersDeadline(Mutex::new(first))
+        let callers = CallersDeadline(Mutex::new(Deadlines::default()));
+        callers.join(first);
+        callers
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Deadlines> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// A caller with `deadline` joined.
-    fn raise(&self, deadline: Option<Instant>) {
-        let mut latest = self.lock();
-        *latest = match (*latest, deadline) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            _ => None,
-        };
+    fn join(&self, deadline: Option<Instant>) {
+        let mut callers = self.lock();
+        match deadline {
+            None => callers.unbounded += 1,
+            Some(d) => *callers.bounded.entry(d).or_default() += 1,
+        }
     }
 
-    /// The latest deadline now.
+    /// A caller with `deadline` left.
+    fn leave(&self, deadline: Option<Instant>) {
+        let mut callers = self.lock();
+        match deadline {
+            None => callers.unbounded = callers.unbounded.saturating_sub(1),
+            Some(d) => {
+                if let Some(n) = callers.bounded.get_mut(&d) {
+                    *n -= 1;
+                    if *n == 0 {
+                        callers.bounded.remove(&d);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The latest deadline among the callers still waiting (`None`: one of them has
+    /// none, or none is left, and then the execution is dropped anyway).
     pub(crate) fn get(&self) -> Option<Instant> {
-        *self.lock()
+        let callers = self.lock();
+        if callers.unbounded > 0 {
+            return None;
+        }
+        callers.bounded.last_key_value().map(|(d, _)| *d)
     }
 }
 
@@ -164,12 +193,12 @@ pub(crate) async fn join(
         headers,
         body: prepared.body.clone(),
     };
-    let (shared, made): (SharedCall, Arc<AtomicU32>) = {
+    let (shared, made, callers): (SharedCall, Arc<AtomicU32>, Arc<CallersDeadline>) = {
         let mut map = inner.coalescer.lock();
         let running = map.get(&key).and_then(|(weak, callers, made)| {
             let s = weak.upgrade().filter(|s| s.peek().is_none())?;
-            callers.raise(deadline);
-            Some((s, made.clone()))
+            callers.join(deadline);
+            Some((s, made.clone(), callers.clone()))
         });
         match running {
             Some(running) => running,
@@ -184,9 +213,9 @@ pub(crate) async fn join(
                     made.clone(),
                 );
                 if let Some(weak) = s.downgrade() {
-                    map.insert(key.clone(), (weak, callers, made.clone()));
+                    map.insert(key.clone(), (weak, callers.clone(), made.clone()));
                 }
-                (s, made)
+                (s, made, callers)
             }
         }
     };
@@ -194,6 +223,8 @@ pub(crate) async fn join(
         coalescer: &inner.coalescer,
         key,
         call: Some(shared),
+        callers,
+        deadline,
     };
     let output = match &mut share.call {
         // After every poll, the execution's attempts so far are this caller's too: a
@@ -246,10 +277,14 @@ struct Share<'a> {
     coalescer: &'a Coalescer,
     key: Key,
     call: Option<SharedCall>,
+    /// The execution's callers, and this caller's deadline, which leaves with it.
+    callers: Arc<CallersDeadline>,
+    deadline: Option<Instant>,
 }
 
 impl Drop for Share<'_> {
     fn drop(&mut self) {
+        self.callers.leave(self.deadline);
         // Outside the lock: this may drop the execution, aborting its request.
         drop(self.call.take());
         let mut map = self.coalescer.lock();
@@ -312,4 +347,34 @@ fn start(
             }),
     );
     fut.shared()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn the_bound_is_the_latest_deadline_of_the_callers_still_waiting() {
+        let t0 = Instant::now();
+        let (early, late) = (t0 + Duration::from_secs(1), t0 + Duration::from_secs(2));
+        let callers = CallersDeadline::new(Some(early));
+        callers.join(Some(late));
+        callers.join(Some(late));
+        assert_eq!(callers.get(), Some(late));
+        callers.join(None);
+        assert_eq!(callers.get(), None, "one caller has no deadline");
+        callers.leave(None);
+        callers.leave(Some(late));
+        assert_eq!(
+            callers.get(),
+            Some(late),
+            "one of the two late callers is left"
+        );
+        callers.leave(Some(late));
+        assert_eq!(callers.get(), Some(early));
+        // A deadline nobody joined with changes nothing.
+        callers.leave(Some(t0));
+        assert_eq!(callers.get(), Some(early));
+    }
 }

@@ -117,6 +117,36 @@ async fn a_caller_without_a_deadline_lets_the_execution_wait() {
     assert_nothing_leaked(&t);
 }
 
+/// A caller that has left no longer bounds the execution's waits: the patient caller
+/// (no deadline) leaves at 5 ms, so the 5 s wait asked for at 10 ms fits no caller
+/// left, and the hurried one gets the 503 at once instead of its deadline at 150 ms.
+#[tokio::test(start_paused = true)]
+async fn a_caller_that_left_no_longer_lets_the_execution_wait() {
+    let t = ScriptedTransport::new([busy_for("5000").delay(ms(10))]);
+    let clock = Clock::start();
+    let api = scripted::<OpenClient>(&t);
+    let hurried = api.with_options(CallOptions::new().deadline(ms(150)));
+    let patient = spawn_timed(clock, {
+        let api = api.clone();
+        async move { tokio::time::timeout(ms(5), api.shared()).await }
+    });
+    let hurried = spawn_timed(clock, async move { hurried.shared().await });
+
+    let (patient, at) = patient.await.expect("patient caller's task");
+    assert!(patient.is_err(), "left at 5 ms");
+    assert_eq!(at, 5);
+    let (hurried, at) = hurried.await.expect("hurried caller's task");
+    let e = hurried.expect_err("503");
+    assert_eq!(
+        (e.kind(), e.status(), at),
+        (ErrorKind::Status, Some(503), 10)
+    );
+    assert_eq!(t.dispatch_times(), [ms(0)]);
+    tokio::time::sleep(ms(6000)).await;
+    assert_eq!(t.attempts(), 1, "nothing later");
+    assert_nothing_leaked(&t);
+}
+
 /// Coalesced, two retries 20 ms apart.
 #[resilient_api(
     timeout(attempt = "10s"),

@@ -17,8 +17,8 @@
 //! 2. An attempt dispatched at `t` answers at `t + delay`, or times out at `t + 150`
 //!    (a tie goes to the answer). After a 503 or a timeout the execution waits 50 ms
 //!    and dispatches the next attempt, up to 3. The wait is bounded by the latest
-//!    deadline among every caller the execution has had, departed ones included (no
-//!    bound if one of them has no deadline): it fits when `t + 50 + 1 <= bound`
+//!    deadline among the callers still in the execution (no bound if one of them has
+//!    no deadline; a caller that left no longer counts): it fits when `t + 50 + 1 <= bound`
 //!    (`timeout::wait_fits`); else the execution ends at `t` with that failure.
 //! 3. A 200 ends the execution: every caller still in it gets `Ok(body)` in that ms; a
 //!    failure that ends it reaches them as the same kind (status 503, attempt timeout).
@@ -216,9 +216,8 @@ enum Phase {
 }
 
 struct Exec {
+    /// The callers still in it.
     callers: Vec<usize>,
-    /// The latest deadline among its callers; `None`: no bound.
-    bound: Option<u64>,
     attempts: u32,
     phase: Phase,
 }
@@ -237,6 +236,15 @@ fn deadline_of(c: &Caller) -> Option<u64> {
         Leave::Deadline(d) => Some(c.start + d),
         _ => None,
     }
+}
+
+/// The latest deadline among the callers still in an execution; `None`: no bound (one
+/// of them has no deadline).
+fn bound_of(exec: &Exec, callers: &[Caller]) -> Option<u64> {
+    exec.callers
+        .iter()
+        .map(|&i| deadline_of(&callers[i]))
+        .try_fold(0, |latest, d| d.map(|d| latest.max(d)))
 }
 
 struct Model<'a> {
@@ -287,7 +295,7 @@ impl Model<'_> {
                         return (None, event);
                     };
                     if exec.attempts >= ATTEMPTS
-                        || exec.bound.is_some_and(|b| t + BACKOFF_MS + 1 > b)
+                        || bound_of(exec, self.callers).is_some_and(|b| t + BACKOFF_MS + 1 > b)
                     {
                         return (Some(failure), true);
                     }
@@ -305,17 +313,9 @@ impl Model<'_> {
     }
 
     fn start(&mut self, key: usize, callers: Vec<usize>, t: u64) -> Exec {
-        let mut bound = deadline_of(&self.callers[callers[0]]);
-        for &i in &callers[1..] {
-            bound = match (bound, deadline_of(&self.callers[i])) {
-                (Some(a), Some(b)) => Some(a.max(b)),
-                _ => None,
-            };
-        }
         let phase = self.dispatch(key, t);
         Exec {
             callers,
-            bound,
             attempts: 1,
             phase,
         }
@@ -405,13 +405,7 @@ fn expect(case: &Case) -> Option<Expected> {
             }
             match &mut execs[key] {
                 Some(exec) => {
-                    for i in starting {
-                        exec.bound = match (exec.bound, deadline_of(&callers[i])) {
-                            (Some(a), Some(b)) => Some(a.max(b)),
-                            _ => None,
-                        };
-                        exec.callers.push(i);
-                    }
+                    exec.callers.extend(starting);
                 }
                 None => {
                     let together = starting.len() > 1;
