@@ -352,19 +352,29 @@ fn check_hedge(cx: &Ctxt, h: &HedgeAttr, span: Span) {
     }
 }
 
-/// RFC 9110 token characters.
+/// RFC 9110 token characters, and not a header that frames the body: the client
+/// sets `Content-Length` (or `Transfer-Encoding`) from the body it sends, and a value
+/// of the caller's would contradict it (a server would wait for bytes that never come,
+/// or read the next request as this one's body).
 pub fn header_name(name: &str) -> Result<(), String> {
     let ok = !name.is_empty()
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
+    if !ok {
+        return Err(format!(
             "`{name}` is not a valid header name: expected letters, digits and `-`, such as `X-Request-Id`"
-        ))
+        ));
     }
+    if ["content-length", "transfer-encoding"]
+        .iter()
+        .any(|framing| name.eq_ignore_ascii_case(framing))
+    {
+        return Err(format!(
+            "`{name}` cannot be set: the client frames the body itself, and sets this header from the body it sends"
+        ));
+    }
+    Ok(())
 }
 
 /// The methods of the traits the generated client derives, and which trait each is of.

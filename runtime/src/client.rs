@@ -939,7 +939,8 @@ impl<C: GeneratedClient> ClientBuilder<C> {
     }
 
     /// A header sent on every request. Setting a name again replaces its earlier value
-    /// (names are case-insensitive).
+    /// (names are case-insensitive). `Content-Length` and `Transfer-Encoding` are the
+    /// client's own, set from the body it sends: `build()` refuses them.
     ///
     /// ```
     /// # use resilient_api::testing::{ScriptedTransport, Step};
@@ -1359,6 +1360,13 @@ impl<C: GeneratedClient> ClientBuilder<C> {
         for (name, value, secret) in &self.headers {
             let n = HeaderName::from_bytes(name.as_bytes())
                 .map_err(|_| ApiError::builder(format!("`{name}` is not a valid header name")))?;
+            // The client sets these from the body it sends; a value of the caller's
+            // would contradict it (a server would wait for bytes that never come).
+            if n == http::header::CONTENT_LENGTH || n == http::header::TRANSFER_ENCODING {
+                return Err(ApiError::builder(format!(
+                    "header `{name}` cannot be set: the client frames the body itself"
+                )));
+            }
             let mut v: HeaderValue = crate::request::header_value(value)
                 .map_err(|r| ApiError::builder(format!("header `{name}`: {r}")))?;
             if *secret || crate::observe::is_secret_header(&n, &v) {

@@ -61,3 +61,37 @@ fn credentials_in_the_base_url_are_refused_without_repeating_them() {
     // An `@` in the path is not user info.
     assert!(build(Some("https://api.test/users/@me/")).is_ok());
 }
+
+/// The client frames the body itself: a `Content-Length` or `Transfer-Encoding` set on
+/// the builder would contradict it (a server waiting for bytes that never come), so
+/// `build()` refuses it, as the attribute does at compile time. Other headers pass.
+#[test]
+fn a_header_that_frames_the_body_is_refused() {
+    for name in [
+        "content-length",
+        "Content-Length",
+        "transfer-encoding",
+        "TRANSFER-ENCODING",
+    ] {
+        for secret in [false, true] {
+            let builder = AnywhereClient::builder()
+                .transport(ScriptedTransport::new([]))
+                .base_url("https://api.test/");
+            let builder = if secret {
+                builder.secret_header(name, "5")
+            } else {
+                builder.header(name, "5")
+            };
+            let e = builder.build().expect_err(name);
+            assert_eq!(e.kind(), ErrorKind::Builder, "{name}");
+            assert!(e.to_string().contains("frames the body"), "{name}: {e}");
+        }
+    }
+    let ok = AnywhereClient::builder()
+        .transport(ScriptedTransport::new([]))
+        .base_url("https://api.test/")
+        .header("host", "api.internal")
+        .header("content-type", "application/json")
+        .build();
+    assert!(ok.is_ok());
+}
