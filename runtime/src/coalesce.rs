@@ -70,18 +70,23 @@ type Calls = HashMap<Key, (WeakShared<Execution>, Arc<CallersDeadline>, Arc<Atom
 /// with it when it leaves, so the bound is always that of the callers still waiting.
 pub(crate) struct CallersDeadline(Mutex<Deadlines>);
 
-/// A multiset of deadlines: how many callers have none, and how many have each one.
+/// A multiset of deadlines: how many callers have none, and the deadlines of the
+/// others. Most executions have one caller: its deadline is kept inline, and the map
+/// (which allocates) is used only from the second caller with a deadline on.
 #[derive(Default)]
 struct Deadlines {
     unbounded: usize,
-    bounded: BTreeMap<Instant, usize>,
+    first: Option<Instant>,
+    more: BTreeMap<Instant, usize>,
 }
 
 impl CallersDeadline {
     fn new(first: Option<Instant>) -> Self {
-        let callers = CallersDeadline(Mutex::new(Deadlines::default()));
-        callers.join(first);
-        callers
+        CallersDeadline(Mutex::new(Deadlines {
+            unbounded: usize::from(first.is_none()),
+            first,
+            more: BTreeMap::new(),
+        }))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Deadlines> {
@@ -93,7 +98,8 @@ impl CallersDeadline {
         let mut callers = self.lock();
         match deadline {
             None => callers.unbounded += 1,
-            Some(d) => *callers.bounded.entry(d).or_default() += 1,
+            Some(d) if callers.first.is_none() => callers.first = Some(d),
+            Some(d) => *callers.more.entry(d).or_default() += 1,
         }
     }
 
@@ -102,11 +108,12 @@ impl CallersDeadline {
         let mut callers = self.lock();
         match deadline {
             None => callers.unbounded = callers.unbounded.saturating_sub(1),
+            Some(d) if callers.first == Some(d) => callers.first = None,
             Some(d) => {
-                if let Some(n) = callers.bounded.get_mut(&d) {
+                if let Some(n) = callers.more.get_mut(&d) {
                     *n -= 1;
                     if *n == 0 {
-                        callers.bounded.remove(&d);
+                        callers.more.remove(&d);
                     }
                 }
             }
@@ -120,7 +127,8 @@ impl CallersDeadline {
         if callers.unbounded > 0 {
             return None;
         }
-        callers.bounded.last_key_value().map(|(d, _)| *d)
+        let more = callers.more.last_key_value().map(|(d, _)| *d);
+        callers.first.max(more)
     }
 }
 
