@@ -384,5 +384,13 @@ mod tests {
         // A deadline nobody joined with changes nothing.
         callers.leave(Some(t0));
         assert_eq!(callers.get(), Some(early));
+        // The first caller leaves before a later one.
+        callers.join(Some(late));
+        callers.leave(Some(early));
+        assert_eq!(callers.get(), Some(late));
+        callers.join(Some(early));
+        assert_eq!(callers.get(), Some(late));
+        callers.leave(Some(late));
+        assert_eq!(callers.get(), Some(early));
     }
 }
