@@ -20,6 +20,10 @@
 //!   it, or a rate-limit token that would come after it, fails now with the
 //!   underlying error, as in a plain call, instead of waiting for nobody. A caller
 //!   that leaves takes its deadline out of that bound; one that joins adds its own.
+//!   The bound is read when a wait starts (a hedge, once every branch sent has
+//!   failed, when it becomes the only way on): a wait already under way when its
+//!   last caller who could use it leaves runs on, and the callers still there end
+//!   at their own deadlines.
 //! - A hook that panics in the shared execution ends it: the panic reaches every
 //!   caller (its own payload the caller whose poll ran the hook), and the next
 //!   identical call starts afresh.
@@ -324,6 +328,7 @@ fn start(
             streaming: false,
             clock: crate::timeout::AttemptClock::new(),
             driven: false,
+            call_span: None,
         };
         let result = call.run(None, &prepared, None, None).await;
         match result {

@@ -306,6 +306,7 @@ pub(crate) fn execute(
             streaming,
             clock: AttemptClock::new(),
             driven: true,
+            call_span: Some(&span),
         };
         // A plain call (no token, no coalescing, no hedging, no rate limit, no global
         // bulkhead, no streamed request body, a deadline still ahead) makes its first
@@ -596,6 +597,8 @@ pub(crate) struct Call<'a> {
     /// Whether [`execute`]'s timer drives this call's plain attempts; when not, each
     /// attempt keeps a timer of its own.
     pub(crate) driven: bool,
+    /// The call's span (none for a shared execution, which serves several calls).
+    pub(crate) call_span: Option<&'a tracing::Span>,
 }
 
 impl Call<'_> {
@@ -1109,8 +1112,7 @@ impl Call<'_> {
             }
             // Recorded later (a hedge branch, a coalesced execution): the end is now.
             let ended = (!driven).then(Instant::now);
-            // Polled inside the call's span: the current one.
-            let outcome = judge(&result, &span, None);
+            let outcome = judge(&result, &span, self.call_span);
             Ok((
                 result,
                 Verdict {
@@ -1568,8 +1570,9 @@ fn attempt_span(resend: u32) -> tracing::Span {
 }
 
 /// What an attempt's result tells the breaker; its status goes on the attempt's span,
-/// and an error status on the call's too (`call_span`, or the current span when the
-/// attempt runs inside the call's).
+/// and an error status on the call's too (`call_span`; a shared execution serves
+/// several calls and has none). Never on the current span: with the client's spans
+/// filtered out, that is the caller's own.
 fn judge(
     result: &Result<RawResponse, Failure>,
     span: &tracing::Span,
@@ -1586,9 +1589,8 @@ fn judge(
                 // The call's span carries the last status received, for a call that
                 // ends without one of its own (a timeout): its end records the final
                 // one over it.
-                match call_span {
-                    Some(call) => record_status(call, s),
-                    None => record_status(&tracing::Span::current(), s),
+                if let Some(call) = call_span {
+                    record_status(call, s);
                 }
             }
             match failure.error.kind() {
