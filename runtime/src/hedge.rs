@@ -15,7 +15,9 @@
 //!   retry is when its backoff starts: the budget pays for it then (it still leaves at
 //!   its time, and the payment is given back if it never does), and if the budget
 //!   refuses, or the breaker will still be open when it is due, the round ends then
-//!   with that rejection rather than at the hedge's time.
+//!   with that rejection rather than at the hedge's time. In a shared (coalesced)
+//!   execution, a hedge that no caller still waiting could use (the one who could
+//!   has left) is not waited for either: the round ends then with the failure.
 //! - A branch refused by a policy (the breaker, the bulkhead, the rate limiter, or the
 //!   retry budget before a hedge) is a rejection, and a rejection is final for the
 //!   call: shed load is never retried. No further branch starts, but the branches
@@ -415,6 +417,15 @@ impl Call<'_> {
         };
         let now = Instant::now();
         if at <= now || prepaid.is_some() {
+            return;
+        }
+        // A shared execution's bound may have shrunk since the hedge was planned (a
+        // caller left): a hedge no caller still waiting can use is not waited for.
+        if self
+            .wait_limit()
+            .is_some_and(|limit| !crate::timeout::wait_fits(now, at, limit))
+        {
+            *next_launch = None;
             return;
         }
         let partition = &self.ep.partition;

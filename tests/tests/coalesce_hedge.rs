@@ -108,3 +108,49 @@ async fn a_deadline_just_after_the_hedge_time_rules_it_out() {
     assert_no_late_dispatch(&t, 1, ms(100)).await;
     assert_nothing_leaked(&t);
 }
+
+/// A coalesced, hedged GET whose hedge waits 100 ms, no retries.
+#[resilient_api(timeout(attempt = "1s"), retry(max = 0))]
+pub trait SlowHedge {
+    #[get("/search")]
+    #[hedge(delay = "100ms", max = 2)]
+    #[coalesce]
+    async fn search(&self) -> Result<String, ApiError>;
+}
+
+/// A hedge planned while a patient caller (no deadline) was there, who left at 5 ms:
+/// when the primary fails at 10 ms only a departed caller could use the hedge (due at
+/// 100), so the hurried caller (deadline 50) gets the 503 then, as it would alone.
+#[tokio::test(start_paused = true)]
+async fn a_hedge_only_a_departed_caller_could_use_is_not_waited_for() {
+    for patient_too in [false, true] {
+        let t = ScriptedTransport::new([
+            Step::status(503).body("busy").delay(ms(10)),
+            Step::status(200).body("hedge"),
+        ]);
+        let clock = Clock::start();
+        let api = scripted::<SlowHedgeClient>(&t);
+        let hurried = api.with_options(CallOptions::new().deadline(ms(50)));
+        let patient = patient_too.then(|| {
+            let api = api.clone();
+            spawn_timed(clock, async move {
+                tokio::time::timeout(ms(5), api.search()).await
+            })
+        });
+        let hurried = spawn_timed(clock, async move { hurried.search().await });
+        if let Some(patient) = patient {
+            let (patient, at) = patient.await.expect("the patient caller's task");
+            assert!(patient.is_err(), "left at 5 ms");
+            assert_eq!(at, 5);
+        }
+        let (hurried, at) = hurried.await.expect("the hurried caller's task");
+        let e = hurried.expect_err("503");
+        assert_eq!(
+            (e.kind(), e.status(), at),
+            (ErrorKind::Status, Some(503), 10),
+            "patient caller too: {patient_too}"
+        );
+        assert_no_late_dispatch(&t, 1, ms(200)).await;
+        assert_nothing_leaked(&t);
+    }
+}
