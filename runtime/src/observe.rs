@@ -34,7 +34,7 @@
 //! | `resilient_api_rejections_total` | counter | `endpoint`, `partition`, `policy` | calls ended by a policy's refusal, once each: `policy` is `circuit_breaker`, `bulkhead`, `rate_limit` or `retry_budget` (also counted in `calls_total`) |
 //! | `resilient_api_in_flight` | gauge | `endpoint`, `partition` | attempts sent and not yet ended: up by one at dispatch, down by one when the attempt ends in any way (answered, failed, timed out, lost a hedge race, dropped); a streamed response's attempt ends with its head |
 //! | `resilient_api_queue_depth` | gauge | `partition` | callers waiting in a bulkhead queue; the engine's global bulkhead is `partition="global"` |
-//! | `resilient_api_breaker_state` | gauge | `origin`, `partition` | the breaker's state, set on every transition: `0` closed, `1` half-open, `2` open. Absent until the first transition (closed); an open breaker turns half-open when the first attempt after its reset asks, so it reads `2` until then |
+//! | `resilient_api_breaker_state` | gauge | `origin`, `partition` | the breaker's state, set on every transition: `0` closed, `1` half-open, `2` open. Absent until the first transition (closed); an open breaker turns half-open when the first attempt after its reset asks, or `circuit_state()` is read, so it reads `2` until then |
 //!
 //! # Example
 //! ```

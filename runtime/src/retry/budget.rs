@@ -6,10 +6,10 @@
 //! [`deposit`](RetryBudget::deposit)s; each retry or hedge must
 //! [`withdraw`](RetryBudget::withdraw) first, and a refused withdrawal ends the call
 //! with `BudgetExhausted`, whose source is the call's last error. A retry is paid for
-//! when it is decided, before its backoff, and the payment is given back
-//! ([`refund`](RetryBudget::refund)) if the retry is never sent: the on-retry hook
-//! fails, the breaker, bulkhead or rate limiter refuses it, or the call ends first.
-//! The budget counts what reached the upstream.
+//! when it is decided, before its backoff, and the client gives the payment back if
+//! the retry is never sent: the on-retry hook fails, the breaker, bulkhead or rate
+//! limiter refuses it, or the call ends first. The budget counts the retries sent (a
+//! retry the transport then fails to connect stays paid for).
 //!
 //! Why a budget and not just a maximum retry count: with `max = 3`, a host that fails
 //! every request receives four times its normal load exactly when it can least take
@@ -261,23 +261,10 @@ impl RetryBudget {
     }
 
     /// [`withdraw`](Self::withdraw), returning what was taken so that a retry never
-    /// sent can be given back with [`refund`](Self::refund).
-    ///
-    /// ```
-    /// use resilient_api::retry::budget::{BudgetConfig, RetryBudget};
-    /// use tokio::time::Instant;
-    ///
-    /// let now = Instant::now();
-    /// let config = BudgetConfig { min_per_sec: 0, retry_ratio: 1.0, ..BudgetConfig::DEFAULT };
-    /// let budget = RetryBudget::new(config, now);
-    /// budget.deposit(now);
-    /// let paid = budget.try_withdraw(now).expect("one retry");
-    /// assert!(budget.try_withdraw(now).is_none()); // spent...
-    /// budget.refund(paid); // ...until the retry turns out never to be sent
-    /// assert!(budget.withdraw(now));
-    /// ```
+    /// sent can be given back with [`refund`](Self::refund). Crate-internal: a
+    /// [`Withdrawal`] does not say which budget it came from.
     #[must_use]
-    pub fn try_withdraw(&self, now: Instant) -> Option<Withdrawal> {
+    pub(crate) fn try_withdraw(&self, now: Instant) -> Option<Withdrawal> {
         let epoch = self.epoch_of(now);
         // Withdrawals are serialized, so two cannot both take the last retry;
         // deposits racing with one only add.
@@ -300,26 +287,7 @@ impl RetryBudget {
     /// it, a hook failed, or the call ended first. The budget is then as if it had not
     /// been made. A withdrawal that no longer counts (its bucket has left the window)
     /// has nothing to give back.
-    ///
-    /// ```
-    /// use resilient_api::retry::budget::{BudgetConfig, RetryBudget};
-    /// use std::time::Duration;
-    /// use tokio::time::Instant;
-    ///
-    /// let t0 = Instant::now();
-    /// let config = BudgetConfig { min_per_sec: 1, ..BudgetConfig::DEFAULT }; // a floor of 10
-    /// let budget = RetryBudget::new(config, t0);
-    /// let paid: Vec<_> = (0..10).filter_map(|_| budget.try_withdraw(t0)).collect();
-    /// assert!(budget.try_withdraw(t0).is_none());
-    /// // Ten seconds later those ten no longer count, and the floor is spent again.
-    /// let later = t0 + Duration::from_secs(10);
-    /// assert_eq!((0..11).filter(|_| budget.withdraw(later)).count(), 10);
-    /// for w in paid {
-    ///     budget.refund(w); // expired: nothing to give back
-    /// }
-    /// assert!(!budget.withdraw(later));
-    /// ```
-    pub fn refund(&self, withdrawal: Withdrawal) {
+    pub(crate) fn refund(&self, withdrawal: Withdrawal) {
         let _locked = self.lock();
         // Under the lock the window does not move: the bucket is the withdrawal's own
         // while it is among the newest `SLOTS`, and reused (or cleared) after.
@@ -369,7 +337,7 @@ impl RetryBudget {
 
 /// One retry taken from a [`RetryBudget`], which [`RetryBudget::refund`] can give back.
 #[derive(Debug)]
-pub struct Withdrawal {
+pub(crate) struct Withdrawal {
     /// The bucket it was counted in.
     epoch: u64,
 }
@@ -575,6 +543,35 @@ mod tests {
         });
         assert_eq!(granted, 100);
         assert!(!format!("{budget:?}").is_empty());
+    }
+
+    #[test]
+    fn a_refund_gives_back_what_was_withdrawn() {
+        let now = Instant::now();
+        let budget = RetryBudget::new(config(10, 0, 1.0), now);
+        budget.deposit(now);
+        let paid = budget.try_withdraw(now).expect("one retry");
+        assert!(budget.try_withdraw(now).is_none(), "spent");
+        budget.refund(paid);
+        assert!(budget.withdraw(now), "given back");
+    }
+
+    #[test]
+    fn an_expired_withdrawal_has_nothing_to_give_back() {
+        let t0 = Instant::now();
+        let budget = RetryBudget::new(config(10, 1, 0.0), t0); // a floor of 10
+        let paid: Vec<_> = (0..10).filter_map(|_| budget.try_withdraw(t0)).collect();
+        assert!(budget.try_withdraw(t0).is_none());
+        // Ten seconds later those ten no longer count, and the floor is spent again.
+        let later = t0 + Duration::from_secs(10);
+        assert_eq!(withdrawals(&budget, later), 10);
+        for w in paid {
+            budget.refund(w);
+        }
+        assert!(
+            !budget.withdraw(later),
+            "their buckets are reused: nothing given back"
+        );
     }
 
     #[derive(Clone, Debug)]
