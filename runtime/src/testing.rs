@@ -271,6 +271,34 @@ impl Step {
         self
     }
 
+    /// Add a response header whose value is raw bytes, for what [`Step::header`]'s
+    /// `&str` cannot carry: a value that is not UTF-8 (obs-text, as some servers send).
+    ///
+    /// ```
+    /// use resilient_api::{resilient_api, testing::{ScriptedTransport, Step}, ApiError, ErrorKind};
+    ///
+    /// #[resilient_api(timeout(attempt = "1s"))]
+    /// pub trait Api { #[get("/")] async fn get(&self) -> Result<String, ApiError>; }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), resilient_api::ApiError> {
+    /// // A redirect to a Latin-1 `Location`: no URL the client can read.
+    /// let t = ScriptedTransport::new([Step::status(302).header_bytes("location", b"/caf\xe9")]);
+    /// let api = ApiClient::builder().base_url("http://api.test").transport(t.clone()).build()?;
+    /// assert_eq!(api.get().await.unwrap_err().kind(), ErrorKind::Redirect);
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn header_bytes(mut self, name: &str, value: &[u8]) -> Self {
+        let Ok(header) = HeaderName::from_bytes(name.as_bytes()) else {
+            panic!("Step::header_bytes: {name:?} is not a header name");
+        };
+        let Ok(value) = HeaderValue::from_bytes(value) else {
+            panic!("Step::header_bytes: {value:?} is not a valid value for {name}");
+        };
+        self.headers.push((header, value));
+        self
+    }
+
     /// Wait this long before answering (or failing).
     ///
     /// ```

@@ -77,17 +77,69 @@ async fn a_hedge_the_budget_cannot_pay_for_is_not_waited_for() {
     tests::assert_nothing_leaked(&t);
 }
 
-/// With room in the budget, a primary that fails early still gets its hedge, at the
-/// hedge's time (the hedge was paid for at the failure).
+/// A hedged search and a retried read in one partition, whose budget (a floor of one
+/// retry a second, nothing earned) holds exactly one retry.
+#[resilient_api(timeout(attempt = "1s"), retry(max = 0))]
+pub trait Shared {
+    #[get("/search")]
+    #[hedge(delay = "10ms", max = 2)]
+    async fn search(&self) -> Result<String, ApiError>;
+
+    #[get("/read")]
+    #[retry(max = 1, backoff = fixed(delay = "20ms"), on = [503])]
+    async fn read(&self) -> Result<String, ApiError>;
+}
+
+fn one_retry(t: &ScriptedTransport) -> SharedClient {
+    tests::scripted_builder(t)
+        .retry_budget(Some(BudgetConfig {
+            ttl: Duration::from_secs(1),
+            min_per_sec: 1,
+            retry_ratio: 0.0,
+        }))
+        .build()
+        .expect("builds")
+}
+
+/// The hedge is paid for when the primary fails (3 ms), not when it leaves (10 ms): a
+/// read that fails in between (5 ms) finds the one retry spent, and the hedge still
+/// leaves at its time and answers.
 #[tokio::test(start_paused = true)]
-async fn a_hedge_paid_for_at_the_failure_still_leaves_at_its_time() {
+async fn a_hedge_is_paid_for_when_the_primary_fails_and_leaves_at_its_time() {
     let t = ScriptedTransport::new([
         Step::status(503).body("busy").delay(ms(3)),
+        Step::status(503).body("busy"),
         Step::status(200).body("hedge").delay(ms(5)),
     ]);
-    let (r, at) = search(&t, 1).await;
-    assert_eq!(r.expect("the hedge answers"), "hedge");
-    assert_eq!(at, 15);
-    assert_eq!(t.dispatch_times(), [ms(0), ms(10)]);
+    let api = one_retry(&t);
+    let clock = Clock::start();
+    let search = spawn_timed(clock, {
+        let api = api.clone();
+        async move { api.search().await }
+    });
+    tokio::time::sleep(ms(5)).await;
+    let e = api.read().await.expect_err("no retry left");
+    assert_eq!(e.kind(), resilient_api::ErrorKind::BudgetExhausted);
+    assert_eq!(clock.now_ms(), 5);
+    let (r, at) = search.await.expect("joins");
+    assert_eq!((r.expect("the hedge answers").as_str(), at), ("hedge", 15));
+    assert_eq!(t.dispatch_times(), [ms(0), ms(5), ms(10)]);
+    tests::assert_nothing_leaked(&t);
+}
+
+/// A hedge paid for at the primary's failure and dropped with its call before its
+/// time is given back: the read after it still has its retry.
+#[tokio::test(start_paused = true)]
+async fn a_hedge_paid_for_and_dropped_before_its_time_is_given_back() {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("busy").delay(ms(3)),
+        Step::status(503).body("busy"),
+        Step::status(200).body("read"),
+    ]);
+    let api = one_retry(&t);
+    assert!(tokio::time::timeout(ms(5), api.search()).await.is_err());
+    assert_eq!(t.attempts(), 1);
+    assert_eq!(api.read().await.expect("the retry was given back"), "read");
+    assert_eq!(t.attempts(), 3);
     tests::assert_nothing_leaked(&t);
 }

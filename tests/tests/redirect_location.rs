@@ -613,6 +613,26 @@ async fn a_location_in_utf8_is_followed_to_its_encoded_url() {
     }
 }
 
+/// A `Location` whose bytes are not UTF-8 (a Latin-1 `é`, or a lone byte 0xFF) is no
+/// URL the client can read: the redirect is an error, and nothing more is sent.
+#[tokio::test(start_paused = true)]
+async fn a_location_that_is_not_utf8_is_refused() {
+    for location in [&b"/caf\xe9"[..], b"https://api.test/\xff"] {
+        let t = ScriptedTransport::new([
+            Step::status(302).header_bytes("location", location),
+            Step::status(200).body("done"),
+        ]);
+        let api = client(&t, 10);
+        let e = api
+            .items(QUERY_KEY, 1, HEADER_KEY)
+            .await
+            .expect_err("refused");
+        assert_eq!(e.kind(), ErrorKind::Redirect, "{location:?}");
+        assert_eq!(t.attempts(), 1, "{location:?} was followed");
+        tests::assert_nothing_leaked(&t);
+    }
+}
+
 /// A secret query parameter in a cross-origin `Location` is dropped, the rest kept.
 #[tokio::test(start_paused = true)]
 async fn a_secret_query_parameter_does_not_cross() {
