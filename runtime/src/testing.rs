@@ -260,15 +260,8 @@ impl Step {
     /// # Ok(()) }
     /// ```
     #[must_use]
-    pub fn header(mut self, name: &str, value: &str) -> Self {
-        let Ok(header) = HeaderName::from_bytes(name.as_bytes()) else {
-            panic!("Step::header: {name:?} is not a header name");
-        };
-        let Ok(value) = HeaderValue::from_str(value) else {
-            panic!("Step::header: {value:?} is not a valid value for {name}");
-        };
-        self.headers.push((header, value));
-        self
+    pub fn header(self, name: &str, value: &str) -> Self {
+        self.header_bytes(name, value.as_bytes())
     }
 
     /// Add a response header whose value is raw bytes, for what [`Step::header`]'s
@@ -290,10 +283,11 @@ impl Step {
     #[must_use]
     pub fn header_bytes(mut self, name: &str, value: &[u8]) -> Self {
         let Ok(header) = HeaderName::from_bytes(name.as_bytes()) else {
-            panic!("Step::header_bytes: {name:?} is not a header name");
+            panic!("Step::header: {name:?} is not a header name");
         };
         let Ok(value) = HeaderValue::from_bytes(value) else {
-            panic!("Step::header_bytes: {value:?} is not a valid value for {name}");
+            let value = String::from_utf8_lossy(value);
+            panic!("Step::header: {value:?} is not a valid value for {name}");
         };
         self.headers.push((header, value));
         self

@@ -257,6 +257,37 @@ mod tests {
         }
     }
 
+    impl Gate {
+        /// A gate whose first half-open `set` stops until `proceed` (if `stops`).
+        fn new(stops: bool, entered: mpsc::Sender<()>, proceed: mpsc::Receiver<()>) -> Self {
+            Gate {
+                value: AtomicU64::new(0),
+                stopped: AtomicBool::new(!stops),
+                entered: std::sync::Mutex::new(entered),
+                proceed: std::sync::Mutex::new(proceed),
+            }
+        }
+
+        fn value(&self) -> f64 {
+            f64::from_bits(self.value.load(Ordering::SeqCst))
+        }
+    }
+
+    /// A breaker that one failure trips for `reset`, with `probes` probes.
+    fn one_failure_trips(reset: Duration, probes: u32) -> CircuitBreaker {
+        CircuitBreaker::new(
+            BreakerConfig {
+                mode: BreakerMode::ConsecutiveFailures { failures: 1 },
+                reset,
+                probes,
+                ..BreakerConfig::DEFAULT
+            },
+            "https://h".into(),
+            String::new(),
+            "https://h".into(),
+        )
+    }
+
     /// A recorder whose every gauge is the one it holds; counters and histograms are
     /// dropped.
     struct GaugeRecorder<G>(Arc<G>);
@@ -284,30 +315,15 @@ mod tests {
     fn the_breaker_gauge_is_set_in_the_order_of_the_transitions() {
         let (entered_tx, entered_rx) = mpsc::channel();
         let (proceed_tx, proceed_rx) = mpsc::channel();
-        let gate = Arc::new(Gate {
-            value: AtomicU64::new(0),
-            stopped: AtomicBool::new(false),
-            entered: std::sync::Mutex::new(entered_tx),
-            proceed: std::sync::Mutex::new(proceed_rx),
-        });
-        let breaker = Arc::new(CircuitBreaker::new(
-            BreakerConfig {
-                mode: BreakerMode::ConsecutiveFailures { failures: 1 },
-                reset: Duration::ZERO,
-                probes: 2,
-                ..BreakerConfig::DEFAULT
-            },
-            "https://h".into(),
-            String::new(),
-            "https://h".into(),
-        ));
+        let gate = Arc::new(Gate::new(true, entered_tx, proceed_rx));
+        let breaker = Arc::new(one_failure_trips(Duration::ZERO, 2));
         let recorder = Arc::new(GaugeRecorder(gate.clone()));
         let fail = |b: &CircuitBreaker| {
             let a = b.admit(Instant::now()).expect("admitted");
             a.record(Outcome::Failure, || (Duration::ZERO, Instant::now()));
         };
         metrics::with_local_recorder(&*recorder, || fail(&breaker));
-        let gauge = || f64::from_bits(gate.value.load(Ordering::SeqCst));
+        let gauge = || gate.value();
         assert_eq!(gauge(), 2.0, "open");
 
         // A first probe half-opens it; its thread stops while setting the gauge.
@@ -345,23 +361,9 @@ mod tests {
     fn a_read_after_the_cooldown_half_opens_and_sets_the_gauge() {
         let (entered, _) = mpsc::channel();
         let (_, proceed) = mpsc::channel();
-        let gauge = Arc::new(Gate {
-            value: AtomicU64::new(0),
-            // Never stops a thread: this test has only one.
-            stopped: AtomicBool::new(true),
-            entered: std::sync::Mutex::new(entered),
-            proceed: std::sync::Mutex::new(proceed),
-        });
-        let breaker = CircuitBreaker::new(
-            BreakerConfig {
-                mode: BreakerMode::ConsecutiveFailures { failures: 1 },
-                reset: Duration::from_secs(1),
-                ..BreakerConfig::DEFAULT
-            },
-            "https://h".into(),
-            String::new(),
-            "https://h".into(),
-        );
+        // Never stops a thread: this test has only one.
+        let gauge = Arc::new(Gate::new(false, entered, proceed));
+        let breaker = one_failure_trips(Duration::from_secs(1), 1);
         let t0 = Instant::now();
         let recorder = GaugeRecorder(gauge.clone());
         let read = |at| metrics::with_local_recorder(&recorder, || breaker.snapshot(at));
@@ -369,7 +371,7 @@ mod tests {
             let a = breaker.admit(t0).expect("closed");
             a.record(Outcome::Failure, || (Duration::ZERO, t0));
         });
-        let value = || f64::from_bits(gauge.value.load(Ordering::SeqCst));
+        let value = || gauge.value();
         let open = read(t0 + Duration::from_millis(999));
         assert_eq!((open.phase, value()), (Phase::Open, 2.0));
         let half_open = read(t0 + Duration::from_secs(1));
@@ -395,16 +397,7 @@ mod tests {
     /// not leave the lock-free check saying "closed" for a breaker that opened.
     #[test]
     fn a_recorder_that_panics_leaves_the_breaker_open() {
-        let breaker = CircuitBreaker::new(
-            BreakerConfig {
-                mode: BreakerMode::ConsecutiveFailures { failures: 1 },
-                reset: Duration::from_secs(10),
-                ..BreakerConfig::DEFAULT
-            },
-            "https://h".into(),
-            String::new(),
-            "https://h".into(),
-        );
+        let breaker = one_failure_trips(Duration::from_secs(10), 1);
         let tripped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             metrics::with_local_recorder(&GaugeRecorder(Arc::new(Panicking)), || {
                 let a = breaker.admit(Instant::now()).expect("closed");
