@@ -179,22 +179,22 @@ impl Call<'_> {
                     break;
                 }
                 // A hedge is a new request, as a retry is: the budget must allow it,
-                // and its refusal is a rejection like any other.
-                // The round's first branch is paid for by the retry loop when it is a
-                // retry; a branch not sent gives its payment back.
-                let payment = match &self.ep.partition.budget {
-                    Some(_) if prepaid.is_some() => prepaid.take(),
-                    Some(b) if launched > 0 => match b.try_withdraw(now) {
-                        Some(w) => Some(Paid::new(b, w)),
-                        None => {
+                // and its refusal is a rejection like any other. The round's first
+                // branch is paid for by the retry loop when it is a retry, a hedge
+                // decided early already is; a branch not sent gives its payment back.
+                let payment = if launched == 0 {
+                    paid.take()
+                } else if prepaid.is_some() {
+                    prepaid.take()
+                } else {
+                    match self.pay(now) {
+                        Ok(payment) => payment,
+                        Err(()) => {
                             next_launch = None;
-                            rejection
-                                .get_or_insert_with(|| ApiError::new(ErrorKind::BudgetExhausted));
-                            tracing::debug!("the retry budget refused a hedge: no more hedging");
+                            budget_refused(&mut rejection);
                             break;
                         }
-                    },
-                    _ => paid.take(),
+                    }
                 };
                 let n = first_attempt + launched;
                 branches.push(Box::pin(self.attempt_deferred(
@@ -428,25 +428,24 @@ impl Call<'_> {
             *next_launch = None;
             return;
         }
-        let partition = &self.ep.partition;
-        if let Some(until) = partition.breaker.open_at(at) {
+        if let Some(open) = self.still_open(at, now, "the hedge is due") {
             *next_launch = None;
-            let mut e = ApiError::new(ErrorKind::CircuitOpen)
-                .with_message("the breaker will still be open when the hedge is due");
-            e.set_retry_at(until, until.saturating_duration_since(now));
-            rejection.get_or_insert(e);
+            rejection.get_or_insert(open);
             tracing::debug!("the breaker will refuse the next hedge: no more hedging");
             return;
         }
-        if let Some(b) = &partition.budget {
-            match b.try_withdraw(now) {
-                Some(w) => *prepaid = Some(Paid::new(b, w)),
-                None => {
-                    *next_launch = None;
-                    rejection.get_or_insert_with(|| ApiError::new(ErrorKind::BudgetExhausted));
-                    tracing::debug!("the retry budget refused a hedge: no more hedging");
-                }
+        match self.pay(now) {
+            Ok(payment) => *prepaid = payment,
+            Err(()) => {
+                *next_launch = None;
+                budget_refused(rejection);
             }
         }
     }
+}
+
+/// The budget refused a hedge: the round's rejection, unless it has one already.
+fn budget_refused(rejection: &mut Option<ApiError>) {
+    rejection.get_or_insert_with(|| ApiError::new(ErrorKind::BudgetExhausted));
+    tracing::debug!("the retry budget refused a hedge: no more hedging");
 }

@@ -824,6 +824,25 @@ impl Call<'_> {
         }
     }
 
+    /// The `CircuitOpen` that ends the call now when the breaker will still refuse at
+    /// `at`, the end of a wait (`when` names it): it says until when.
+    pub(crate) fn still_open(&self, at: Instant, now: Instant, when: &str) -> Option<ApiError> {
+        let until = self.ep.partition.breaker.open_at(at)?;
+        let mut e = ApiError::new(ErrorKind::CircuitOpen)
+            .with_message(format!("the breaker will still be open when {when}"));
+        e.set_retry_at(until, until.saturating_duration_since(now));
+        Some(e)
+    }
+
+    /// The budget's payment for a retry or a hedge, decided now (`None`: no budget);
+    /// `Err` when the budget refuses it.
+    pub(crate) fn pay(&self, now: Instant) -> Result<Option<Paid<'_>>, ()> {
+        match &self.ep.partition.budget {
+            None => Ok(None),
+            Some(b) => b.try_withdraw(now).map(|w| Some(Paid::new(b, w))).ok_or(()),
+        }
+    }
+
     /// After a failed round: the wait before the next one and the round's error, or
     /// the error that ends the call. Out of line: the retry loop's hot path is the
     /// first round succeeding.
@@ -898,24 +917,14 @@ impl Call<'_> {
             );
             return Err(error);
         }
-        if let Some(until) = resume.and_then(|r| partition.breaker.open_at(r)) {
-            let mut e = ApiError::new(ErrorKind::CircuitOpen)
-                .with_message("the breaker will still be open when the backoff ends")
-                .with_source(error);
-            e.set_retry_at(until, until.saturating_duration_since(now));
-            return Err(e);
+        if let Some(open) = resume.and_then(|r| self.still_open(r, now, "the backoff ends")) {
+            return Err(open.with_source(error));
         }
         // Paid now, before the backoff, so that a retry the budget refuses does not
         // sleep first; given back if the retry is never sent (the hook below fails, a
         // policy refuses it, the call ends during the backoff).
-        let paid = match &partition.budget {
-            Some(b) => match b.try_withdraw(now) {
-                Some(w) => Some(Paid::new(b, w)),
-                None => {
-                    return Err(ApiError::new(ErrorKind::BudgetExhausted).with_source(error));
-                }
-            },
-            None => None,
+        let Ok(paid) = self.pay(now) else {
+            return Err(ApiError::new(ErrorKind::BudgetExhausted).with_source(error));
         };
         if let Some(hook) = &self.inner.hooks.on_retry {
             let event = RetryEvent {
