@@ -85,6 +85,8 @@ struct Deadlines {
 }
 
 impl CallersDeadline {
+    /// The deadlines of an execution's first caller: [`join`](Self::join) on an
+    /// empty set, without taking the lock.
     fn new(first: Option<Instant>) -> Self {
         CallersDeadline(Mutex::new(Deadlines {
             unbounded: usize::from(first.is_none()),
