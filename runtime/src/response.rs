@@ -11,7 +11,9 @@
 //! as `application/problem+json`), `text/plain`, `application/octet-stream`, or no
 //! content type, in any case and with any parameters; a non-empty body of any other
 //! (an HTML error page) is [`ErrorKind::UnexpectedContentType`] (an empty body is no
-//! value, whatever its type: `None` for an `Option` result). A streamed body stays bounded by the call's
+//! value, whatever its type: `None` for an `Option` result). A `String` result is read in
+//! the charset the content type names, and in UTF-8 when it names none; a byte that
+//! charset cannot hold is a decode error, never a replacement character. A streamed body stays bounded by the call's
 //! total deadline and by an idle limit between chunks (the attempt timeout, or 30 s),
 //! and ends with the call's cancellation token.
 //!
@@ -497,7 +499,8 @@ impl ResponseStream {
         Ok(buf.freeze())
     }
 
-    /// Read the rest of the body as UTF-8 text.
+    /// Read the rest of the body as text, in the charset the content type names, or in
+    /// UTF-8 when it names none (as the [`Text`](decode::Text) decoder reads it).
     ///
     /// ```
     /// # use resilient_api::ResponseStream;
@@ -518,22 +521,61 @@ impl ResponseStream {
     /// ```
     pub async fn text(mut self) -> Result<String, ApiError> {
         let (status, endpoint, attempts) = (self.status(), self.endpoint, self.attempts);
-        // Reading needs none of the headers: a decode error names the content type.
+        // Reading needs none of the headers: the charset and a decode error's content
+        // type are read from them afterwards.
         let headers = std::mem::take(&mut self.headers);
         let b = self.bytes().await?;
-        String::from_utf8(b.to_vec()).map_err(|e| {
-            let mut e = decode_failure(
-                ErrorKind::Decode,
-                status,
-                &headers,
-                b.len(),
-                format!("not UTF-8 at byte {}", e.utf8_error().valid_up_to()),
-            );
+        text_from(&b, &headers).map_err(|what| {
+            let mut e = decode_failure(ErrorKind::Decode, status, &headers, b.len(), what);
             e.set_endpoint(endpoint);
             e.set_attempts(attempts);
             e
         })
     }
+}
+
+/// `body` as text, in the charset its content type names, or in UTF-8 when it names
+/// none. Strict both ways: a byte the charset cannot hold is an error, never a
+/// replacement character. The labels are the WHATWG Encoding Standard's, as browsers
+/// and reqwest read them (so `iso-8859-1` is read as windows-1252, its superset). The
+/// error says what went wrong, for a decode error's message.
+fn text_from(body: &[u8], headers: &HeaderMap) -> Result<String, String> {
+    let label = headers.get(http::header::CONTENT_TYPE).and_then(charset);
+    let encoding = match label {
+        None => encoding_rs::UTF_8,
+        Some(label) => encoding_rs::Encoding::for_label(label).ok_or_else(|| {
+            let label = String::from_utf8_lossy(label);
+            let shown: String = label.chars().take(40).collect();
+            let cut = if shown.len() < label.len() { "..." } else { "" };
+            format!("an unknown charset \"{shown}{cut}\"")
+        })?,
+    };
+    if encoding == encoding_rs::UTF_8 {
+        return match std::str::from_utf8(body) {
+            Ok(text) => Ok(text.to_owned()),
+            Err(e) => Err(format!("not UTF-8 at byte {}", e.valid_up_to())),
+        };
+    }
+    encoding
+        .decode_without_bom_handling_and_without_replacement(body)
+        .map(std::borrow::Cow::into_owned)
+        .ok_or_else(|| format!("not valid {}", encoding.name()))
+}
+
+/// The `charset` parameter of a content type, without its quotes, if it has one.
+fn charset(content_type: &http::HeaderValue) -> Option<&[u8]> {
+    let mut params = content_type.as_bytes().split(|&b| b == b';').skip(1);
+    params.find_map(|param| {
+        let (name, value) = param.split_at(param.iter().position(|&b| b == b'=')?);
+        let value = value[1..].trim_ascii();
+        let value = value
+            .strip_prefix(b"\"")
+            .and_then(|v| v.strip_suffix(b"\""))
+            .unwrap_or(value);
+        name.trim_ascii()
+            .eq_ignore_ascii_case(b"charset")
+            .then_some(value)
+    })
 }
 
 /// A `kind` error about a response that could not be decoded: the message says what
@@ -830,8 +872,11 @@ pub mod decode {
         }
     }
 
-    /// UTF-8 text, for a `String` result, whatever the content type. Invalid UTF-8 is
-    /// [`ErrorKind::Decode`].
+    /// Text, for a `String` result, whatever the content type: in the charset the
+    /// content type names (`text/plain; charset=shift_jis`), UTF-8 when it names none.
+    /// A byte the charset cannot hold, or a charset no one knows, is
+    /// [`ErrorKind::Decode`]. The charset's labels are the WHATWG Encoding Standard's,
+    /// as browsers and reqwest read them: `iso-8859-1` is read as windows-1252.
     ///
     /// ```
     /// use resilient_api::response::decode::{Decoder, Text};
@@ -847,6 +892,18 @@ pub mod decode {
     /// };
     /// let cut = Text::decode(raw).unwrap_err(); // a character cut in half
     /// assert_eq!(cut.kind(), ErrorKind::Decode);
+    ///
+    /// let mut headers = http::HeaderMap::new();
+    /// let latin1 = http::HeaderValue::from_static("text/plain; charset=ISO-8859-1");
+    /// headers.insert(http::header::CONTENT_TYPE, latin1);
+    /// let raw = RawResponse {
+    ///     status: http::StatusCode::OK,
+    ///     headers,
+    ///     body: RawBody::Buffered(Bytes::from_static(b"caf\xe9")),
+    ///     endpoint: "e",
+    ///     attempts: 1,
+    /// };
+    /// assert_eq!(Text::decode(raw)?, "café");
     /// # Ok::<(), resilient_api::ApiError>(())
     /// ```
     pub struct Text;
@@ -854,13 +911,8 @@ pub mod decode {
     impl Decoder for Text {
         type Output = String;
         fn decode(raw: RawResponse) -> Result<String, ApiError> {
-            match std::str::from_utf8(buffered(&raw.body)) {
-                Ok(text) => Ok(text.to_owned()),
-                Err(e) => {
-                    let what = format!("not UTF-8 at byte {}", e.valid_up_to());
-                    Err(decode_error(ErrorKind::Decode, &raw, what))
-                }
-            }
+            text_from(buffered(&raw.body), &raw.headers)
+                .map_err(|what| decode_error(ErrorKind::Decode, &raw, what))
         }
     }
 
@@ -1055,5 +1107,88 @@ pub mod decode {
                 assert!(!json_content_type(&with(ct)), "{ct:?} accepted");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::text_from;
+    use http::HeaderMap;
+    use http::header::{CONTENT_TYPE, HeaderValue};
+
+    fn text(ct: Option<&'static str>, body: &[u8]) -> Result<String, String> {
+        let mut h = HeaderMap::new();
+        if let Some(ct) = ct {
+            h.insert(CONTENT_TYPE, HeaderValue::from_static(ct));
+        }
+        text_from(body, &h)
+    }
+
+    #[test]
+    fn no_charset_is_utf8_and_strict() {
+        assert_eq!(text(None, "café".as_bytes()).as_deref(), Ok("café"));
+        assert_eq!(
+            text(Some("text/plain"), b"caf\xc3\xa9").as_deref(),
+            Ok("café")
+        );
+        assert_eq!(
+            text(Some("text/plain"), b"caf\xe9"),
+            Err("not UTF-8 at byte 3".to_owned())
+        );
+        assert_eq!(
+            text(Some("text/plain; charset=UTF-8"), b"caf\xe9"),
+            Err("not UTF-8 at byte 3".to_owned())
+        );
+    }
+
+    #[test]
+    fn the_named_charset_is_read_in_any_spelling() {
+        for ct in [
+            "text/plain; charset=iso-8859-1",
+            "text/plain;charset=ISO-8859-1",
+            "text/plain; format=flowed; Charset=\"latin1\"",
+            "text/csv ; CHARSET = windows-1252 ",
+        ] {
+            assert_eq!(text(Some(ct), b"caf\xe9").as_deref(), Ok("café"), "{ct}");
+        }
+        // windows-1252 is a superset of Latin-1: 0x80 is the euro sign.
+        let ct = Some("text/plain; charset=iso-8859-1");
+        assert_eq!(text(ct, b"\x80 5").as_deref(), Ok("€ 5"));
+        let sjis = Some("text/plain; charset=Shift_JIS");
+        assert_eq!(text(sjis, b"\x82\xa0").as_deref(), Ok("あ"));
+        let utf16 = Some("text/plain; charset=utf-16le");
+        assert_eq!(text(utf16, b"h\x00i\x00").as_deref(), Ok("hi"));
+    }
+
+    #[test]
+    fn a_byte_the_charset_cannot_hold_is_an_error_not_a_replacement() {
+        let sjis = Some("text/plain; charset=shift_jis");
+        assert_eq!(text(sjis, b"\x82"), Err("not valid Shift_JIS".to_owned()));
+        let utf16 = Some("text/plain; charset=utf-16be");
+        assert_eq!(
+            text(utf16, b"\xd8\x00"),
+            Err("not valid UTF-16BE".to_owned())
+        );
+    }
+
+    #[test]
+    fn an_unknown_charset_is_named_and_cut_short() {
+        assert_eq!(
+            text(Some("text/plain; charset=klingon"), b"x"),
+            Err("an unknown charset \"klingon\"".to_owned())
+        );
+        let long = format!("text/plain; charset={}", "x".repeat(100));
+        let mut h = HeaderMap::new();
+        h.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_str(&long).unwrap_or_else(|_| unreachable!()),
+        );
+        let err = text_from(b"x", &h).unwrap_err();
+        assert_eq!(err, format!("an unknown charset \"{}...\"", "x".repeat(40)));
+        // An empty label names nothing a decoder knows either.
+        assert_eq!(
+            text(Some("text/plain; charset="), b"x"),
+            Err("an unknown charset \"\"".to_owned())
+        );
     }
 }

@@ -445,6 +445,43 @@ async fn invalid_json_is_a_decode_error_without_the_body() {
     );
 }
 
+/// A `String` result is read in the charset the server names: a legacy API's Latin-1
+/// `é` (one byte, 0xE9) is `é`, not a decode error; the same byte with no charset is
+/// not UTF-8, and a charset no one knows is named in the error.
+#[tokio::test]
+async fn text_is_read_in_the_charset_the_server_names() {
+    let server = MockServer::start().await;
+    for (name, content_type) in [
+        ("latin1", "text/plain; charset=ISO-8859-1"),
+        ("bare", "text/plain"),
+        ("klingon", "text/plain; charset=klingon"),
+    ] {
+        Mock::given(path(format!("/files/{name}")))
+            .respond_with(ResponseTemplate::new(200).set_body_raw(&b"caf\xe9"[..], content_type))
+            .mount(&server)
+            .await;
+    }
+    let api = client(&server.uri());
+
+    assert_eq!(api.file("latin1").await.unwrap(), "café");
+    let bare = api.file("bare").await.unwrap_err();
+    assert_eq!(bare.kind(), ErrorKind::Decode);
+    assert!(bare.to_string().contains("not UTF-8 at byte 3"), "{bare}");
+    let unknown = api.file("klingon").await.unwrap_err();
+    assert_eq!(unknown.kind(), ErrorKind::Decode);
+    assert!(
+        unknown
+            .to_string()
+            .contains("an unknown charset \"klingon\""),
+        "{unknown}"
+    );
+    assert_eq!(
+        received(&server).await.len(),
+        3,
+        "a decode error is not retried"
+    );
+}
+
 #[tokio::test]
 async fn html_on_a_json_endpoint_is_unexpected_content_type() {
     let server = MockServer::start().await;

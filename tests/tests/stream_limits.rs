@@ -227,3 +227,29 @@ async fn a_streamed_text_decode_error_says_what_it_read() {
     assert!(e.body().is_none() && e.headers().is_none());
     assert_nothing_leaked(&t);
 }
+
+/// A streamed body read with `text()` is read in the charset its content type names,
+/// as a buffered `String` result is; a byte that charset cannot hold is a decode error
+/// that names the charset, never a replacement character.
+#[tokio::test(start_paused = true)]
+async fn a_streamed_text_is_read_in_its_charset() {
+    let t = ScriptedTransport::new([
+        Step::status(200)
+            .header("content-type", "text/csv; charset=shift_jis")
+            .body(&b"\x82\xa0,b\n"[..]),
+        Step::status(200)
+            .header("content-type", "text/csv; charset=shift_jis")
+            .body(&b"a,\x82"[..]),
+    ]);
+    let api = scripted::<StreamsClient>(&t);
+    let text = api.download().await.unwrap().text().await.unwrap();
+    assert_eq!(text, "あ,b\n");
+    let e = api.download().await.unwrap().text().await.unwrap_err();
+    assert_eq!((e.kind(), e.status()), (ErrorKind::Decode, Some(200)));
+    let message = e.to_string();
+    assert!(
+        message.contains("not valid Shift_JIS (content type text/csv; charset=shift_jis, 3 bytes)"),
+        "{message}"
+    );
+    assert_nothing_leaked(&t);
+}
