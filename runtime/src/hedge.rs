@@ -47,7 +47,9 @@
 //!   date) does not stop the hedging.
 //! - Every branch goes through breaker admission, bulkhead, rate limiter and its own
 //!   attempt timeout. A losing branch's failure is not a breaker failure when another
-//!   branch wins; when every branch fails, every failure counts. So do the failures
+//!   branch wins; when every branch fails, every failure counts. A half-open
+//!   breaker's probe is the exception: its failure is recorded when it fails, and
+//!   reopens the breaker then, whatever the other branches do. So do the failures
 //!   of a round that the call's deadline or its cancellation cuts short: those
 //!   branches did fail, and a half-open breaker whose probe failed reopens.
 //! - All branches failed (none refused): [`ErrorKind::AllHedgesFailed`],
@@ -90,6 +92,21 @@ use crate::response::RawResponse;
 /// its cancellation, records them as it goes: the deadline cut the round short, not
 /// those attempts, which had already failed.
 struct Failed<'a>(Vec<Verdict<'a>>);
+
+impl<'a> Failed<'a> {
+    /// Hold a failed branch's verdict, unless it is a half-open breaker's probe: a
+    /// failed probe reopens the breaker at once (DESIGN §3.6), whatever the other
+    /// branches do. Held, it would keep the probe slot, so the breaker would refuse
+    /// this round's next hedge and still say nothing to other callers until the round
+    /// ended.
+    fn hold(&mut self, verdict: Verdict<'a>) {
+        if verdict.probe() {
+            verdict.record();
+        } else {
+            self.0.push(verdict);
+        }
+    }
+}
 
 impl Drop for Failed<'_> {
     fn drop(&mut self) {
@@ -294,7 +311,7 @@ impl Call<'_> {
                 // so stop hedging; the branches in flight may still win.
                 Err(failure) if failure.server_wait.is_some_and(|w| !w.is_zero()) => {
                     if let Some(v) = verdict {
-                        failed.0.push(v);
+                        failed.hold(v);
                     }
                     ruled_out = None;
                     if next_launch.take().is_some() {
@@ -319,7 +336,7 @@ impl Call<'_> {
                 }
                 Err(failure) => {
                     if let Some(v) = verdict {
-                        failed.0.push(v);
+                        failed.hold(v);
                     }
                     last = Some(failure);
                     if branches.is_empty() {

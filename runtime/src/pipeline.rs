@@ -113,6 +113,11 @@ impl Verdict<'_> {
         self.record_as(outcome);
     }
 
+    /// Whether the attempt holds a half-open breaker's probe slot.
+    pub(crate) fn probe(&self) -> bool {
+        self.admission.probe()
+    }
+
     /// Count nothing: the attempt lost a hedge race.
     pub(crate) fn ignore(self) {
         self.record_as(Outcome::Ignored);

@@ -238,12 +238,18 @@ async fn hedged_trip_gets_a_full_cooldown() {
     assert_nothing_leaked(&t);
 }
 
-/// Half-open with one probe: the primary probe fails at 105 ms, its verdict held until
-/// the round ends, so the hedge at 110 ms is refused ("probe slots taken", no time).
-/// Regression: the round then reopened the breaker until 210 ms, but the call's
-/// `CircuitOpen` did not say so.
+/// Half-open with one probe: the primary is the probe and fails at 105 ms, before the
+/// hedge is due (110 ms). Regressions:
+/// - the round ended with `CircuitOpen` that did not say when the breaker may close;
+/// - then, the probe's verdict was held until the round ended, like a losing branch's.
+///   Held, it kept the one probe slot, so the round waited for a hedge that this
+///   very slot made the breaker refuse at 110 ms, and only then reopened the breaker,
+///   5 ms late, for every caller.
+///
+/// A failed probe now reopens the breaker when it fails (DESIGN §3.6), and the round
+/// ends then, with the time the breaker may close.
 #[tokio::test(start_paused = true)]
-async fn a_refused_hedge_says_when_the_breaker_the_round_reopened_may_close() {
+async fn a_failed_probe_reopens_the_breaker_at_once_and_ends_the_round_then() {
     let t = ScriptedTransport::new([
         Step::status(503),
         Step::status(503).body("probe").delay(ms(5)),
@@ -254,10 +260,15 @@ async fn a_refused_hedge_says_when_the_breaker_the_round_reopened_may_close() {
     assert_eq!(api.plain().await.unwrap_err().status(), Some(503));
     tokio::time::sleep(ms(100)).await;
     let e = api.search().await.unwrap_err();
-    assert_eq!((e.kind(), clock.now_ms()), (ErrorKind::CircuitOpen, 110));
-    assert_eq!(e.retry_at(), Some(start + ms(210)));
-    assert_eq!(api.circuit_state().open_until, Some(start + ms(210)));
-    assert_eq!(t.attempts(), 2);
+    assert_eq!((e.kind(), clock.now_ms()), (ErrorKind::CircuitOpen, 105));
+    assert_eq!(e.retry_at(), Some(start + ms(205)));
+    assert_eq!(api.circuit_state().open_until, Some(start + ms(205)));
+    assert_eq!(
+        t.dispatch_times(),
+        [ms(0), ms(100)],
+        "the hedge is not sent"
+    );
+    assert_nothing_leaked(&t);
 }
 
 /// Hedged, behind a breaker that opens on one failure, with two half-open probes.
@@ -300,15 +311,16 @@ async fn a_branch_failure_counts_when_the_deadline_cuts_the_round_short() {
 }
 
 /// Regression: half-open with two probes, both taken by one hedged call. The first
-/// probe fails at 105 ms, the second hangs, and the caller gives up at 130 ms
-/// (dropping the call). The failed probe's verdict went with the round, which freed
-/// its slot without a verdict: the breaker stayed half-open and let the next call
-/// probe the failing upstream again. The failure now reopens it, from 130 ms.
+/// probe fails at 120 ms, the second (sent at 110 ms) hangs, and the caller gives up
+/// at 130 ms (dropping the call). The failed probe's verdict went with the round,
+/// which freed its slot without a verdict: the breaker stayed half-open and let the
+/// next call probe the failing upstream again. The failure now reopens it when it
+/// fails, at 120 ms, while the other probe is still in flight.
 #[tokio::test(start_paused = true)]
 async fn a_failed_probe_reopens_the_breaker_when_the_caller_gives_up() {
     let t = ScriptedTransport::new([
         Step::status(503),
-        Step::status(503).delay(ms(5)),
+        Step::status(503).delay(ms(20)),
         Step::hang(),
     ]);
     let start = tokio::time::Instant::now();
@@ -328,7 +340,7 @@ async fn a_failed_probe_reopens_the_breaker_when_the_caller_gives_up() {
         Phase::Open,
         "the failed probe reopens it: {state:?}"
     );
-    assert_eq!(state.open_until, Some(start + ms(230)));
+    assert_eq!(state.open_until, Some(start + ms(220)));
     let e = api.plain().await.unwrap_err();
     assert_eq!((e.kind(), e.attempts()), (ErrorKind::CircuitOpen, 0));
     assert_eq!(t.attempts(), 3);

@@ -42,12 +42,16 @@
 //! 9. With a retry budget that allows nothing (no floor, no ratio), a hedge due while
 //!    the round runs is refused at its due time: no branch launches after it, the
 //!    branches in flight go on (a 200 still wins, a 404 is still the answer), and a
-//!    round whose sent branches all failed ends, no earlier than that due time, with
-//!    `BudgetExhausted` (a rejection, never retried) whose source is the round's error
-//!    (rule 6). A failed round whose retry fits the deadline is refused the same way.
+//!    round whose sent branches all failed ends with `BudgetExhausted` (a rejection,
+//!    never retried) whose source is the round's error (rule 6). When every branch
+//!    sent has failed before the next hedge is due, that hedge is asked for then, and
+//!    refused then: the round ends at that failure, not at the hedge's due time. A
+//!    failed round whose retry fits the deadline is refused the same way.
 //! 10. With the `failures = 1` breaker half-open when the call starts (a first call
 //!     tripped it and its 10 s passed), the primary is the one probe and every hedge
-//!     due while the round runs is refused as in rule 9, with `CircuitOpen`. After the
+//!     due while the round runs is refused as in rule 9, with `CircuitOpen`. A failed
+//!     probe reopens the breaker when it fails, so the round ends then if the next
+//!     hedge is still to come, as rule 9's early refusal does. After the
 //!     call the breaker is closed if a branch won, open if a failure was recorded, and
 //!     still half-open otherwise (a 404 probe, or a probe dropped by the deadline,
 //!     frees its slot and counts neither way). A call that admitted nothing (a
@@ -248,8 +252,10 @@ fn model(case: &Case, prio: &[usize]) -> Expected {
                             held += 1;
                             last = Some(j);
                             // Every branch sent has failed before the next is due: the
-                            // budget is asked now, and refuses now.
-                            if case.broke
+                            // budget is asked now, and refuses now. Half-open, the
+                            // failed probe has reopened the breaker now, and it will
+                            // still be open when the hedge is due.
+                            if (case.broke || case.half_open)
                                 && pending.is_empty()
                                 && next_launch.is_some_and(|l| l > t)
                             {

@@ -186,6 +186,11 @@ pub(crate) struct AdmissionGuard<'a> {
 }
 
 impl AdmissionGuard<'_> {
+    /// Whether the attempt holds a half-open probe slot.
+    pub(crate) fn probe(&self) -> bool {
+        self.admission.as_ref().is_some_and(|a| a.probe)
+    }
+
     /// Record `outcome`; `timing` gives the attempt's latency and end, read only if
     /// the breaker needs them.
     pub(crate) fn record(mut self, outcome: Outcome, timing: impl FnOnce() -> (Duration, Instant)) {
