@@ -335,13 +335,15 @@ pub trait Probed {
     async fn resource(&self) -> Result<String, ApiError>;
 }
 
-/// A hedged probe round dropped after one branch failed: the failure is recorded as
-/// the round drops, and reopens the breaker; the gauge follows.
+/// A hedged round dropped after one branch failed: the failure, held for the round's
+/// end, is recorded as the round drops and trips the breaker; the gauge follows. A
+/// half-open probe's failure reopens the breaker when it fails, while the call still
+/// runs, and the gauge follows that too.
 #[tokio::test(start_paused = true)]
 async fn the_breaker_gauge_follows_a_transition_made_after_the_caller_dropped() {
     let m = Recorded::new();
     let _installed = metrics::set_default_local_recorder(&m);
-    let t = ScriptedTransport::new([Step::status(503), Step::status(503)]);
+    let t = ScriptedTransport::new([Step::status(503).delay(ms(5)), Step::hang()]);
     let api = scripted::<ProbedClient>(&t);
     let state = || {
         m.gauge(
@@ -350,23 +352,34 @@ async fn the_breaker_gauge_follows_a_transition_made_after_the_caller_dropped() 
         )
     };
 
-    api.resource().await.expect_err("503");
-    assert_eq!(state(), Some(2.0));
-    tokio::time::sleep(ms(100)).await;
-
-    // Half-open: the primary probe hangs, the hedge probe fails at 15 ms.
-    t.push([Step::hang(), Step::status(503).delay(ms(5))]);
+    // Closed: the primary fails at 5 ms, held while the hedge (10 ms) hangs.
     let mut call = Box::pin(api.resource());
     run_for(&mut call, ms(20)).await;
-    assert_eq!(state(), Some(1.0));
-    assert_eq!(api.circuit_state().phase, Phase::HalfOpen);
+    assert_eq!(api.circuit_state().phase, Phase::Closed);
+    assert_ne!(state(), Some(2.0));
     drop(call);
     assert_eq!(api.circuit_state().phase, Phase::Open);
     assert_eq!(
         state(),
         Some(2.0),
-        "reopened by the failure the drop recorded"
+        "tripped by the failure the drop recorded"
     );
+    m.assert_gauges_at_rest();
+    tokio::time::sleep(ms(100)).await;
+
+    // Half-open: the primary probe hangs, the hedge probe fails at 15 ms, which
+    // reopens the breaker at once.
+    t.push([Step::hang(), Step::status(503).delay(ms(5))]);
+    let mut call = Box::pin(api.resource());
+    run_for(&mut call, ms(12)).await;
+    assert_eq!(state(), Some(1.0));
+    assert_eq!(api.circuit_state().phase, Phase::HalfOpen);
+    run_for(&mut call, ms(8)).await;
+    assert_eq!(api.circuit_state().phase, Phase::Open);
+    assert_eq!(state(), Some(2.0), "reopened by the failed probe");
+    drop(call);
+    assert_eq!(api.circuit_state().phase, Phase::Open);
+    assert_eq!(state(), Some(2.0));
     m.assert_gauges_at_rest();
 
     // And closed by two successful probes.
