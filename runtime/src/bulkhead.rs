@@ -233,6 +233,17 @@ impl Bulkhead {
     /// # drop(held); });
     /// ```
     pub async fn acquire(&self) -> Result<BulkheadPermit<'_>, BulkheadRejection> {
+        self.acquire_counted(|| ()).await
+    }
+
+    /// [`acquire`](Self::acquire), calling `queued` only if the caller joins the
+    /// queue, and holding what it returns until the wait ends however it ends: a
+    /// caller let in at once, or turned away, was never queued (the queue-depth gauge
+    /// does not move for it).
+    pub(crate) async fn acquire_counted<Q>(
+        &self,
+        queued: impl FnOnce() -> Q,
+    ) -> Result<BulkheadPermit<'_>, BulkheadRejection> {
         match self.enter(self.config.queue) {
             Entry::Slot => Ok(BulkheadPermit { bulkhead: self }),
             // The queue is full, but a slot freed since, or one a dropped waiter left in
@@ -240,8 +251,9 @@ impl Bulkhead {
             Entry::Full => self.try_now().ok_or(BulkheadRejection::QueueFull),
             Entry::Queued => {
                 let place = QueuePlace { bulkhead: self };
+                let counted = queued();
                 let acquired = self.queue.acquire().await;
-                drop(place);
+                drop((place, counted));
                 match acquired {
                     Ok(permit) => {
                         // The slot is this bulkhead's to count from here on.

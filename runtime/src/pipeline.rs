@@ -1021,10 +1021,10 @@ impl Call<'_> {
                 None => {
                     waited = true;
                     // Counted in the queue depth while it waits, however the wait ends.
-                    let _queued = crate::observe::metrics_impl::queued(Some(&partition.name));
+                    let queued = || crate::observe::metrics_impl::queued(Some(&partition.name));
                     partition
                         .bulkhead
-                        .acquire()
+                        .acquire_counted(queued)
                         .await
                         .map_err(|_| bulkhead_full(None))?
                 }
@@ -1034,8 +1034,7 @@ impl Call<'_> {
                     Some(permit) => permit,
                     None => {
                         waited = true;
-                        let _queued = crate::observe::metrics_impl::queued(None);
-                        g.acquire()
+                        g.acquire_counted(|| crate::observe::metrics_impl::queued(None))
                             .await
                             .map_err(|_| bulkhead_full(Some("global limit")))?
                     }

@@ -354,3 +354,114 @@ async fn a_call_whose_answer_cannot_be_decoded_is_no_ok_call() {
     assert_eq!(m.counter("resilient_api_requests_total", &[EP, DEFAULT]), 3);
     assert_nothing_leaked(&t);
 }
+
+/// Every value the queue-depth gauge took, in order: what a recorder that reports
+/// each update (a statsd-style one) sees, where the registry above keeps only the last.
+#[derive(Default)]
+struct DepthLog {
+    value: std::sync::Mutex<f64>,
+    seen: std::sync::Mutex<Vec<f64>>,
+}
+
+impl DepthLog {
+    fn apply(&self, f: impl FnOnce(f64) -> f64) {
+        let mut v = self.value.lock().unwrap_or_else(|e| e.into_inner());
+        *v = f(*v);
+        self.seen.lock().unwrap_or_else(|e| e.into_inner()).push(*v);
+    }
+
+    fn seen(&self) -> Vec<f64> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+impl metrics::GaugeFn for DepthLog {
+    fn increment(&self, by: f64) {
+        self.apply(|v| v + by);
+    }
+    fn decrement(&self, by: f64) {
+        self.apply(|v| v - by);
+    }
+    fn set(&self, to: f64) {
+        self.apply(|_| to);
+    }
+}
+
+/// Logs the queue-depth gauge; every other series goes nowhere.
+struct DepthRecorder(std::sync::Arc<DepthLog>);
+
+impl metrics::Recorder for DepthRecorder {
+    fn describe_counter(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_gauge(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_histogram(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn register_counter(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
+        metrics::Counter::noop()
+    }
+    fn register_gauge(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        if key.name() == "resilient_api_queue_depth" {
+            metrics::Gauge::from_arc(std::sync::Arc::clone(&self.0))
+        } else {
+            metrics::Gauge::noop()
+        }
+    }
+    fn register_histogram(
+        &self,
+        _: &metrics::Key,
+        _: &metrics::Metadata<'_>,
+    ) -> metrics::Histogram {
+        metrics::Histogram::noop()
+    }
+}
+
+/// Regression: a caller turned away by a full queue was counted in the queue depth
+/// and taken out again at once, so a recorder that reports every update saw the
+/// depth reach 2 with a queue of 1. Only a caller that joins the queue moves it now.
+#[tokio::test(start_paused = true)]
+async fn a_caller_turned_away_by_a_full_queue_never_moves_the_queue_depth() {
+    let log = std::sync::Arc::new(DepthLog::default());
+    let recorder = DepthRecorder(log.clone());
+    let _installed = metrics::set_default_local_recorder(&recorder);
+    let t = ScriptedTransport::new([Step::hang()]);
+    let api = scripted::<NarrowClient>(&t);
+
+    let mut first = Box::pin(api.resource());
+    assert!(tokio::time::timeout(ms(10), &mut first).await.is_err());
+    let token = CancellationToken::new();
+    let second = tokio::spawn({
+        let api = api.with_options(CallOptions::new().cancel_on(token.clone()));
+        async move { api.resource().await }
+    });
+    settle().await;
+    assert_eq!(log.seen(), [1.0], "the second waits in the queue");
+
+    for _ in 0..3 {
+        let err = api.resource().await.expect_err("queue full");
+        assert_eq!(err.kind(), ErrorKind::BulkheadFull);
+    }
+    assert_eq!(log.seen(), [1.0], "the turned-away callers never queued");
+
+    token.cancel();
+    let err = second.await.expect("joins").expect_err("cancelled");
+    assert_eq!(err.kind(), ErrorKind::Cancelled);
+    assert_eq!(log.seen(), [1.0, 0.0]);
+    drop(first);
+    assert_nothing_leaked(&t);
+}
