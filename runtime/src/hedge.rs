@@ -47,11 +47,11 @@
 //!   date) does not stop the hedging.
 //! - Every branch goes through breaker admission, bulkhead, rate limiter and its own
 //!   attempt timeout. A losing branch's failure is not a breaker failure when another
-//!   branch wins; when every branch fails, every failure counts. A half-open
-//!   breaker's probe is the exception: its failure is recorded when it fails, and
-//!   reopens the breaker then, whatever the other branches do. So do the failures
+//!   branch wins; when every branch fails, every failure counts. So do the failures
 //!   of a round that the call's deadline or its cancellation cuts short: those
-//!   branches did fail, and a half-open breaker whose probe failed reopens.
+//!   branches did fail. A half-open breaker's probe is the exception to waiting for
+//!   the round: its failure is recorded when it fails, and reopens the breaker then,
+//!   whatever the other branches do.
 //! - All branches failed (none refused): [`ErrorKind::AllHedgesFailed`],
 //!   with the status and body of the last branch to fail (or of the one that asked to
 //!   wait) and that failure as its source. If retries remain, the retry loop may start

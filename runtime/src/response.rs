@@ -11,11 +11,11 @@
 //! as `application/problem+json`), `text/plain`, `application/octet-stream`, or no
 //! content type, in any case and with any parameters; a non-empty body of any other
 //! (an HTML error page) is [`ErrorKind::UnexpectedContentType`] (an empty body is no
-//! value, whatever its type: `None` for an `Option` result). A `String` result is read in
-//! the charset the content type names, and in UTF-8 when it names none; a byte that
-//! charset cannot hold is a decode error, never a replacement character. A streamed body stays bounded by the call's
-//! total deadline and by an idle limit between chunks (the attempt timeout, or 30 s),
-//! and ends with the call's cancellation token.
+//! value, whatever its type: `None` for an `Option` result). A `String` result is read
+//! in the charset the content type names, and in UTF-8 when it names none; a byte that
+//! charset cannot hold is a decode error, never a replacement character. A streamed
+//! body stays bounded by the call's total deadline and by an idle limit between chunks
+//! (the attempt timeout, or 30 s), and ends with the call's cancellation token.
 //!
 //! A streamed result's attempt ends with its head: the breaker judges it then, its
 //! bulkhead permit goes back then, and a failure of the body read afterwards (cut
