@@ -251,7 +251,27 @@ struct Inner {
     retry_after: Option<Duration>,
     not_replayable: bool,
     message: Option<String>,
-    source: Option<BoxError>,
+    source: Option<Source>,
+}
+
+/// Where an error's source lives.
+enum Source {
+    /// Its own.
+    Own(BoxError),
+    /// A coalesced caller's copy: the shared error's source, reached through the
+    /// shared error, so that it downcasts to its own type (an [`ApiError`], a
+    /// [`TransportError`](crate::transport::TransportError)) as it would on a call of
+    /// one's own.
+    Shared(std::sync::Arc<ApiError>),
+}
+
+impl Source {
+    fn get(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            Source::Own(source) => Some(&**source),
+            Source::Shared(shared) => shared.source(),
+        }
+    }
 }
 
 impl ApiError {
@@ -274,7 +294,7 @@ impl ApiError {
     }
 
     pub(crate) fn with_source(mut self, source: impl Into<BoxError>) -> Self {
-        self.inner.source = Some(source.into());
+        self.inner.source = Some(Source::Own(source.into()));
         self
     }
 
@@ -329,10 +349,7 @@ impl ApiError {
             message: i.message.clone(),
             source: None,
         };
-        let source = i
-            .source
-            .is_some()
-            .then(|| Box::new(SharedSource(shared.clone())) as BoxError);
+        let source = i.source.is_some().then(|| Source::Shared(shared.clone()));
         ApiError {
             inner: Box::new(Inner { source, ..copy }),
         }
@@ -780,8 +797,8 @@ impl fmt::Debug for ApiError {
         if let Some(m) = &i.message {
             d.field("message", m);
         }
-        if let Some(s) = &i.source {
-            d.field("source", s);
+        if let Some(s) = i.source.as_ref().and_then(Source::get) {
+            d.field("source", &s);
         }
         d.finish()
     }
@@ -789,37 +806,7 @@ impl fmt::Debug for ApiError {
 
 impl StdError for ApiError {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        self.inner
-            .source
-            .as_ref()
-            .map(|s| &**s as &(dyn StdError + 'static))
-    }
-}
-
-/// The source of a shared error, seen through one of its copies.
-struct SharedSource(std::sync::Arc<ApiError>);
-
-impl fmt::Debug for SharedSource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.0.inner.source {
-            Some(s) => fmt::Debug::fmt(s, f),
-            None => f.write_str("None"),
-        }
-    }
-}
-
-impl fmt::Display for SharedSource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.0.inner.source {
-            Some(s) => fmt::Display::fmt(s, f),
-            None => Ok(()),
-        }
-    }
-}
-
-impl StdError for SharedSource {
-    fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        self.0.inner.source.as_ref().and_then(|s| s.source())
+        self.inner.source.as_ref().and_then(Source::get)
     }
 }
 

@@ -170,3 +170,58 @@ async fn s16_coalesce_caller_with_a_shorter_deadline_joining_late() {
     assert_eq!(t.attempts(), 1);
     follow_up(&t, &api).await;
 }
+
+/// Coalesced, retried once on a 503, and rate limited to one request per 100 ms.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 1, backoff = fixed(delay = "20ms"), on = [503]),
+    rate_limit(per_second = 10, burst = 1)
+)]
+pub trait Limited {
+    #[get("/resource")]
+    #[coalesce]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+/// Regression: every caller of a shared execution got a copy of its error whose
+/// source was a private wrapper, so the source chain could not be read as types: a
+/// refused retry's source did not downcast to the `ApiError` it was retrying, nor a
+/// reset's to its `TransportError`, as they do on a call of one's own (DESIGN §3.8
+/// and §3.9: classify by the source chain). Each caller's source is now the shared
+/// error's own.
+#[tokio::test(start_paused = true)]
+async fn every_coalesced_caller_reads_the_source_chain_as_types() {
+    // The retry at 20 ms is refused: the next token comes at 100 ms, the deadline.
+    let t = ScriptedTransport::new([Step::status(503).body("overloaded").delay(ms(5))]);
+    let clock = Clock::start();
+    let api = scripted::<LimitedClient>(&t).with_options(CallOptions::new().deadline(ms(100)));
+    let (a, b) = tokio::join!(api.resource(), api.resource());
+    assert_eq!(clock.now_ms(), 25);
+    for e in [a.unwrap_err(), b.unwrap_err()] {
+        assert_eq!((e.kind(), e.attempts()), (ErrorKind::RateLimited, 1));
+        let retried = std::error::Error::source(&e)
+            .and_then(|s| s.downcast_ref::<ApiError>())
+            .map(|s| (s.kind(), s.status(), s.body_text()));
+        let overloaded = Some("overloaded".to_owned());
+        assert_eq!(retried, Some((ErrorKind::Status, Some(503), overloaded)));
+    }
+    assert_eq!(t.attempts(), 1);
+    assert_nothing_leaked(&t);
+
+    let t = ScriptedTransport::new([Step::reset().delay(ms(5))]);
+    let api = scripted::<ConfigClient>(&t);
+    t.push([Step::reset(), Step::reset()]);
+    let (a, b) = tokio::join!(api.config(), api.config());
+    assert_eq!(t.attempts(), 3, "one shared execution, retried twice");
+    for e in [a.unwrap_err(), b.unwrap_err()] {
+        assert_eq!(e.kind(), ErrorKind::Transport);
+        let cause = std::error::Error::source(&e)
+            .and_then(|s| s.downcast_ref::<resilient_api::transport::TransportError>())
+            .map(resilient_api::transport::TransportError::kind);
+        assert_eq!(
+            cause,
+            Some(resilient_api::transport::TransportErrorKind::Io)
+        );
+    }
+    assert_nothing_leaked(&t);
+}
