@@ -131,8 +131,9 @@ use proc_macro::TokenStream;
 /// (give it `#[retry(max = 0)]` when the trait retries), hedge or coalesce; the client
 /// cannot be named like the trait, nor an endpoint like the client's own methods
 /// (`builder`, `with_options`, `circuit_state`, `partition_circuit_state`) or of the
-/// traits it derives (`clone`, `clone_from`, `fmt`); a
-/// supertrait other than `Send`, `Sync`, `Unpin`, `Clone` or `Debug`; a policy attribute on a method with a body and
+/// traits it has (`clone`, `clone_from`, `fmt`, and the prelude's `to_owned`,
+/// `clone_into`, `into`, `try_into`); a supertrait other than `Send`, `Sync`, `Unpin`,
+/// `Sized`, `Clone`, `Debug` or `Any`; a policy attribute on a method with a body and
 /// no verb (the attribute makes it an endpoint); unknown or repeated keys, literals of
 /// the wrong kind, methods that are not `async`, take `self` by value or are generic,
 /// and return types that are not `Result<T, ApiError>`. All mistakes are reported in

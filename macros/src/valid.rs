@@ -22,14 +22,20 @@ pub fn check(cx: &Ctxt, api: &Api) {
     check_partitions(cx, api);
 }
 
-/// Whether the generated client has the supertrait `bound`: it is `Send + Sync +
-/// Unpin + Clone + Debug + 'static` and implements nothing else, so any other
-/// supertrait could never hold for it.
+/// The traits the generated client has: it is a sized `'static` struct (so `Any`
+/// holds too) that is `Send + Sync + Unpin + Clone + Debug`, and implements nothing
+/// else.
+const CLIENT_TRAITS: [&str; 7] = ["Send", "Sync", "Unpin", "Sized", "Clone", "Debug", "Any"];
+
+/// Whether the generated client has the supertrait `bound` (see [`CLIENT_TRAITS`]):
+/// any other supertrait could never hold for it.
 pub fn client_has(bound: &syn::TypeParamBound) -> bool {
     match bound {
-        syn::TypeParamBound::Trait(t) => t.path.segments.last().is_some_and(|s| {
-            ["Send", "Sync", "Unpin", "Clone", "Debug"].contains(&s.ident.to_string().as_str())
-        }),
+        syn::TypeParamBound::Trait(t) => t
+            .path
+            .segments
+            .last()
+            .is_some_and(|s| CLIENT_TRAITS.contains(&s.ident.to_string().as_str())),
         _ => true,
     }
 }
@@ -57,7 +63,7 @@ fn check_trait(cx: &Ctxt, api: &Api) {
             cx.error_spanned_by(
                 t,
                 format!(
-                    "the generated client cannot implement `{}`: a `#[resilient_api]` trait's supertraits can only be `Send`, `Sync`, `Unpin`, `Clone` and `Debug`, which the client is",
+                    "the generated client cannot implement `{}`: a `#[resilient_api]` trait's supertraits can only be `Send`, `Sync`, `Unpin`, `Sized`, `Clone`, `Debug` and `Any`, which the client is",
                     crate::attr::path_to_string(&t.path)
                 ),
             );
@@ -377,11 +383,43 @@ pub fn header_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The methods of the traits the generated client derives, and which trait each is of.
-const DERIVED_METHODS: [(&str, &str); 3] = [
+/// What in a result type borrows, if anything: a lifetime other than `'static`, or a
+/// reference (whose lifetime is elided or a method's).
+fn borrow_in(tokens: proc_macro2::TokenStream) -> Option<String> {
+    use proc_macro2::TokenTree;
+    let mut tokens = tokens.into_iter().peekable();
+    while let Some(token) = tokens.next() {
+        match token {
+            TokenTree::Punct(p) if p.as_char() == '&' => return Some("a reference".to_owned()),
+            TokenTree::Punct(p) if p.as_char() == '\'' => {
+                if let Some(TokenTree::Ident(name)) = tokens.peek()
+                    && name != "static"
+                {
+                    return Some(format!("the lifetime `'{name}`"));
+                }
+            }
+            TokenTree::Group(g) => {
+                if let Some(what) = borrow_in(g.stream()) {
+                    return Some(what);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The methods the generated client has from traits, and which trait each is of: the
+/// traits it derives, and the prelude's traits implemented for every type (`Into`,
+/// `TryInto`) or every `Clone` type (`ToOwned`).
+const TRAIT_METHODS: [(&str, &str); 7] = [
     ("clone", "Clone"),
     ("clone_from", "Clone"),
     ("fmt", "Debug"),
+    ("to_owned", "ToOwned"),
+    ("clone_into", "ToOwned"),
+    ("into", "Into"),
+    ("try_into", "TryInto"),
 ];
 
 fn check_endpoint(cx: &Ctxt, api: &Api, e: &Endpoint) {
@@ -399,9 +437,11 @@ fn check_endpoint(cx: &Ctxt, api: &Api, e: &Endpoint) {
         );
     }
 
-    // The client derives `Clone` and `Debug`: with an endpoint of one of their method
-    // names, `client.clone()` is ambiguous wherever the trait is in scope.
-    if let Some(which) = DERIVED_METHODS
+    // The client has `Clone`, `Debug`, `ToOwned`, `Into` and `TryInto`: with an
+    // endpoint of one of their method names, `client.clone()` is ambiguous wherever
+    // the trait is in scope (the prelude's are everywhere), and `client.into()` calls
+    // `Into::into` (its `self` is tried before the endpoint's `&self`).
+    if let Some(which) = TRAIT_METHODS
         .iter()
         .find(|(m, _)| name.unraw() == m)
         .map(|(_, which)| which)
@@ -409,7 +449,7 @@ fn check_endpoint(cx: &Ctxt, api: &Api, e: &Endpoint) {
         cx.error_spanned_by(
             name,
             format!(
-                "an endpoint cannot be named `{name}`: `{}` implements `{which}`, so `client.{name}(..)` would be ambiguous wherever the trait is in scope; choose another name (the path does not depend on it)",
+                "an endpoint cannot be named `{name}`: `{}` implements `{which}`, so wherever that trait is in scope `client.{name}(..)` is ambiguous or calls `{which}::{name}`; choose another name (the path does not depend on it)",
                 api.client
             ),
         );
@@ -503,6 +543,16 @@ fn check_endpoint(cx: &Ctxt, api: &Api, e: &Endpoint) {
             "expected `Result<T, ApiError>`: every call can fail, so endpoints return a `Result`",
         ),
         _ => {}
+    }
+    if let Some((ty, _)) = &e.ret.ok
+        && let Some(what) = borrow_in(quote::ToTokens::to_token_stream(ty))
+    {
+        cx.error_spanned_by(
+            ty,
+            format!(
+                "the result of an endpoint cannot borrow: this type holds {what}, but a decoded value is the caller's to keep after the call (and coalesced callers each get one); return an owned type, such as `String` or `Cow<'static, str>`"
+            ),
+        );
     }
     if let Some(err) = &e.ret.err
         && !ast::is_named(err, "ApiError")

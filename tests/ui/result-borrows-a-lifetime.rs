@@ -1,0 +1,21 @@
+// A result that borrows (a method's lifetime, a reference) is one clear error at the
+// type: a decoded value is the caller's to keep after the call. Before, it was
+// "lifetime may not live long enough" from inside the generated code.
+use std::borrow::Cow;
+
+use resilient_api::{ApiError, resilient_api};
+
+#[resilient_api(timeout(attempt = "3s"))]
+pub trait Names {
+    #[get("/names/{id}")]
+    async fn name<'a>(&'a self, id: u64) -> Result<Cow<'a, str>, ApiError>;
+
+    #[get("/names")]
+    async fn all(&self) -> Result<Vec<&str>, ApiError>;
+
+    // Owned: accepted.
+    #[get("/names/first")]
+    async fn first(&self) -> Result<Cow<'static, str>, ApiError>;
+}
+
+fn main() {}
