@@ -447,9 +447,46 @@ fn type_args(seg: &syn::PathSegment) -> Vec<&Type> {
     }
 }
 
+/// The one type argument of a path type's last segment, e.g. `T` of `Response<T>`.
+pub fn single_type_arg(ty: &Type) -> Option<&Type> {
+    match type_args(last_segment(ty)?).as_slice() {
+        [only] => Some(only),
+        _ => None,
+    }
+}
+
 /// Whether the type's last path segment is `name` (e.g. `Option`).
 pub fn is_named(ty: &Type, name: &str) -> bool {
     last_segment(ty).is_some_and(|s| s.ident == name)
+}
+
+/// The path of a path type, e.g. `std::string::String`.
+fn type_path(ty: &Type) -> Option<&syn::Path> {
+    match ty {
+        Type::Path(p) if p.qself.is_none() => Some(&p.path),
+        Type::Group(g) => type_path(&g.elem),
+        Type::Paren(p) => type_path(&p.elem),
+        _ => None,
+    }
+}
+
+/// Whether `path` names a type the library reads by its name: a bare name (as
+/// imported: `Response<T>`), or a path through `resilient_api` or one of `homes`
+/// (`bytes::Bytes`, `std::string::String`). Any other path (`crate::Response<T>`,
+/// `api::Response<T>`) names a type of the user's own, decoded from JSON like any
+/// other: the way to use a type of one's own that shares the name.
+fn read_by_name(path: &syn::Path, homes: &[&[&str]]) -> bool {
+    let idents: Vec<&syn::Ident> = path.segments.iter().map(|s| &s.ident).collect();
+    let Some((_, parents)) = idents.split_last() else {
+        return false;
+    };
+    if parents.is_empty() {
+        return path.leading_colon.is_none();
+    }
+    parents.iter().any(|s| *s == "resilient_api")
+        || homes.iter().any(|home| {
+            home.len() == parents.len() && home.iter().zip(parents).all(|(h, s)| s == h)
+        })
 }
 
 impl Decoder {
@@ -459,18 +496,22 @@ impl Decoder {
         {
             return Decoder::Unit;
         }
-        if let Some(seg) = last_segment(ty) {
+        if let Some(path) = type_path(ty)
+            && let Some(seg) = path.segments.last()
+        {
             let args = type_args(seg);
-            if seg.ident == "String" && args.is_empty() {
+            let named =
+                |name: &str, homes: &[&[&str]]| seg.ident == name && read_by_name(path, homes);
+            if named("String", &[&["std", "string"], &["alloc", "string"]]) && args.is_empty() {
                 return Decoder::Text;
             }
-            if seg.ident == "Bytes" && args.is_empty() {
+            if named("Bytes", &[&["bytes"]]) && args.is_empty() {
                 return Decoder::RawBytes;
             }
-            if seg.ident == "ResponseStream" && args.is_empty() {
+            if named("ResponseStream", &[]) && args.is_empty() {
                 return Decoder::Streamed;
             }
-            if seg.ident == "Response"
+            if named("Response", &[])
                 && let [inner] = args.as_slice()
             {
                 return Decoder::Wrapped(Box::new(Decoder::of(inner)));

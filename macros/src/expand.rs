@@ -589,8 +589,10 @@ fn endpoint_method(api: &Api, e: &Endpoint, docs: &[TokenStream]) -> TokenStream
     };
     // Spanned at `T` of `Result<T, _>`, so "`User: Deserialize` is not satisfied"
     // points at the user's type.
+    let mut by_name = Vec::new();
     let call = match &e.ret.ok {
         Some((ty, d)) => {
+            name_checks(&pv, ty, d, &mut by_name);
             let d = decoder(ra, d);
             let call = respan(quote!(#pv::Handle::call::<#d>), ty.span());
             // The call's own future, returned as it is: no wrapping block to move.
@@ -606,9 +608,31 @@ fn endpoint_method(api: &Api, e: &Endpoint, docs: &[TokenStream]) -> TokenStream
             let #mutability #req = #pv::RequestBuilder::new(&#spec);
             #(#steps)*
             let #handle = &self.__handle;
+            #(#by_name)*
             #call
         }
     }
+}
+
+/// For each type in a result read by its name (a bare `Response<T>`, `Bytes`,
+/// `ResponseStream`, `String`), a check that it is that type, spanned at it: a type
+/// of the user's own that shares the name fails there, saying how to name it. The
+/// checks are empty functions, gone once compiled.
+fn name_checks(pv: &TokenStream, ty: &syn::Type, d: &Decoder, out: &mut Vec<TokenStream>) {
+    let check = match d {
+        Decoder::Text => quote!(string_by_name),
+        Decoder::RawBytes => quote!(bytes_by_name),
+        Decoder::Streamed => quote!(stream_by_name),
+        Decoder::Wrapped(inner) => {
+            if let Some(inner_ty) = crate::ast::single_type_arg(ty) {
+                name_checks(pv, inner_ty, inner, out);
+            }
+            quote!(response_by_name)
+        }
+        Decoder::Unit | Decoder::Json(_) => return,
+    };
+    let check = respan(quote!(#pv::#check::<#ty>), ty.span());
+    out.push(quote_spanned!(ty.span()=> #check();));
 }
 
 fn client_docs(api: &Api) -> Vec<String> {

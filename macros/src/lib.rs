@@ -116,7 +116,12 @@ use proc_macro::TokenStream;
 /// The return type is `Result<T, ApiError>`, decoded by the syntax of `T`: `()` ignores
 /// the body, `String` is text, `Bytes` raw bytes, `ResponseStream` a streamed body,
 /// `Response<T>` adds status and headers around the decoded `T`, and any other type is
-/// JSON (`DeserializeOwned`).
+/// JSON (`DeserializeOwned`). Those four names are read as the library's types when
+/// written bare or through `resilient_api::` (`bytes::Bytes`, `std::string::String`):
+/// a type of one's own that shares a name is JSON when named by another path
+/// (`self::Response<T>`), and written bare it is an error at the type that says so. A
+/// result cannot borrow: a reference or a lifetime other than `'static` in `T` is an
+/// error.
 ///
 /// # Checked at compile time
 ///
