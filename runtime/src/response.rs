@@ -12,8 +12,9 @@
 //! content type, in any case and with any parameters; a non-empty body of any other
 //! (an HTML error page) is [`ErrorKind::UnexpectedContentType`] (an empty body is no
 //! value, whatever its type: `None` for an `Option` result). A `String` result is read
-//! in the charset the content type names, and in UTF-8 when it names none; a byte that
-//! charset cannot hold is a decode error, never a replacement character. A streamed
+//! in the encoding its byte order mark names, else in the charset the content type
+//! names, else in UTF-8; a byte that encoding cannot hold is a decode error, never a
+//! replacement character. A streamed
 //! body stays bounded by the call's total deadline and by an idle limit between chunks
 //! (the attempt timeout, or 30 s), and ends with the call's cancellation token.
 //!
@@ -499,8 +500,9 @@ impl ResponseStream {
         Ok(buf.freeze())
     }
 
-    /// Read the rest of the body as text, in the charset the content type names, or in
-    /// UTF-8 when it names none (as the [`Text`](decode::Text) decoder reads it).
+    /// Read the rest of the body as text, as the [`Text`](decode::Text) decoder reads
+    /// a `String` result: in the encoding a byte order mark names, else in the charset
+    /// the content type names, else in UTF-8.
     ///
     /// ```
     /// # use resilient_api::ResponseStream;
@@ -534,21 +536,28 @@ impl ResponseStream {
     }
 }
 
-/// `body` as text, in the charset its content type names, or in UTF-8 when it names
-/// none. Strict both ways: a byte the charset cannot hold is an error, never a
-/// replacement character. The labels are the WHATWG Encoding Standard's, as browsers
-/// and reqwest read them (so `iso-8859-1` is read as windows-1252, its superset). The
-/// error says what went wrong, for a decode error's message.
+/// `body` as text: in the encoding its byte order mark names, if it starts with one
+/// (the mark is not part of the text), else in the charset its content type names,
+/// else in UTF-8, as the WHATWG Encoding Standard decodes, and browsers and reqwest
+/// with it (so `iso-8859-1` is read as windows-1252, its superset). Strict: a byte the
+/// encoding cannot hold is an error, never a replacement character. The error says
+/// what went wrong, for a decode error's message.
 fn text_from(body: &[u8], headers: &HeaderMap) -> Result<String, String> {
-    let label = headers.get(http::header::CONTENT_TYPE).and_then(charset);
-    let encoding = match label {
-        None => encoding_rs::UTF_8,
-        Some(label) => encoding_rs::Encoding::for_label(label).ok_or_else(|| {
-            let label = String::from_utf8_lossy(label);
-            let shown: String = label.chars().take(40).collect();
-            let cut = if shown.len() < label.len() { "..." } else { "" };
-            format!("an unknown charset \"{shown}{cut}\"")
-        })?,
+    let (encoding, body) = match encoding_rs::Encoding::for_bom(body) {
+        Some((encoding, mark)) => (encoding, &body[mark..]),
+        None => {
+            let label = headers.get(http::header::CONTENT_TYPE).and_then(charset);
+            let encoding = match label {
+                None => encoding_rs::UTF_8,
+                Some(label) => encoding_rs::Encoding::for_label(label).ok_or_else(|| {
+                    let label = String::from_utf8_lossy(label);
+                    let shown: String = label.chars().take(40).collect();
+                    let cut = if shown.len() < label.len() { "..." } else { "" };
+                    format!("an unknown charset \"{shown}{cut}\"")
+                })?,
+            };
+            (encoding, body)
+        }
     };
     if encoding == encoding_rs::UTF_8 {
         return match std::str::from_utf8(body) {
@@ -563,9 +572,26 @@ fn text_from(body: &[u8], headers: &HeaderMap) -> Result<String, String> {
 }
 
 /// The `charset` parameter of a content type, without its quotes, if it has one.
+/// Parameters are split at the `;`s outside quoted values.
 fn charset(content_type: &http::HeaderValue) -> Option<&[u8]> {
-    let mut params = content_type.as_bytes().split(|&b| b == b';').skip(1);
-    params.find_map(|param| {
+    let bytes = content_type.as_bytes();
+    let (mut start, mut quoted, mut escaped) = (0, false, false);
+    let mut params = Vec::new();
+    for (i, &b) in bytes.iter().enumerate() {
+        match b {
+            _ if escaped => escaped = false,
+            b'\\' if quoted => escaped = true,
+            b'"' => quoted = !quoted,
+            b';' if !quoted => {
+                params.push(&bytes[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    params.push(&bytes[start..]);
+    // The first piece is the media type itself.
+    params.into_iter().skip(1).find_map(|param| {
         let (name, value) = param.split_at(param.iter().position(|&b| b == b'=')?);
         let value = value[1..].trim_ascii();
         let value = value
@@ -872,8 +898,9 @@ pub mod decode {
         }
     }
 
-    /// Text, for a `String` result, whatever the content type: in the charset the
-    /// content type names (`text/plain; charset=shift_jis`), UTF-8 when it names none.
+    /// Text, for a `String` result, whatever the content type: in the encoding a byte
+    /// order mark at its start names (the mark is not text), else in the charset the
+    /// content type names (`text/plain; charset=shift_jis`), else in UTF-8.
     /// A byte the charset cannot hold, or a charset no one knows, is
     /// [`ErrorKind::Decode`]. The charset's labels are the WHATWG Encoding Standard's,
     /// as browsers and reqwest read them: `iso-8859-1` is read as windows-1252.
@@ -1169,6 +1196,32 @@ mod tests {
             text(utf16, b"\xd8\x00"),
             Err("not valid UTF-16BE".to_owned())
         );
+    }
+
+    #[test]
+    fn a_byte_order_mark_names_the_encoding_and_is_not_text() {
+        // A big-endian mark under a label that says little-endian (WHATWG's `utf-16`).
+        let utf16 = Some("text/plain; charset=utf-16");
+        assert_eq!(text(utf16, b"\xfe\xff\x00h\x00i").as_deref(), Ok("hi"));
+        assert_eq!(text(utf16, b"\xff\xfeh\x00i\x00").as_deref(), Ok("hi"));
+        assert_eq!(
+            text(None, b"\xef\xbb\xbfcaf\xc3\xa9").as_deref(),
+            Ok("café")
+        );
+        let latin1 = Some("text/plain; charset=iso-8859-1");
+        assert_eq!(text(latin1, b"\xef\xbb\xbfhi").as_deref(), Ok("hi"));
+        // Without a mark, the label decides: `\xef\xbb` alone is Latin-1 text.
+        assert_eq!(text(latin1, b"\xef\xbb").as_deref(), Ok("ï»"));
+    }
+
+    #[test]
+    fn a_semicolon_inside_a_quoted_value_separates_nothing() {
+        let ct = Some("text/plain; title=\"a;charset=x\"; charset=latin1");
+        assert_eq!(text(ct, b"caf\xe9").as_deref(), Ok("café"));
+        let ct = Some("text/plain; title=\"a\\\";charset=x\"");
+        assert_eq!(text(ct, b"hi").as_deref(), Ok("hi"));
+        let ct = Some("text/plain; title=\"a;charset=x\"");
+        assert_eq!(text(ct, b"hi").as_deref(), Ok("hi"));
     }
 
     #[test]
