@@ -94,9 +94,11 @@ use crate::response::RawResponse;
 struct Failed<'a>(Vec<Verdict<'a>>);
 
 impl<'a> Failed<'a> {
-    /// Hold a failed branch's verdict, unless it is a half-open breaker's probe: a
-    /// failed probe reopens the breaker at once (DESIGN §3.6), whatever the other
-    /// branches do. Held, it would keep the probe slot, so the breaker would refuse
+    /// Hold a failed branch's verdict, unless it holds a half-open breaker's probe
+    /// slot: a probe's verdict is recorded when the probe ends, so a failed probe
+    /// reopens the breaker at once (DESIGN §3.6), whatever the other branches do (and
+    /// an answer that is no breaker failure, such as a 429, counts as an unhedged
+    /// call's would). Held, it would keep the probe slot, so the breaker would refuse
     /// this round's next hedge and still say nothing to other callers until the round
     /// ended.
     fn hold(&mut self, verdict: Verdict<'a>) {
