@@ -293,7 +293,13 @@ impl Api {
                     let is_endpoint = method.default.is_none()
                         || method.attrs.iter().any(|a| attr::is_method_attr(a.path()));
                     if is_endpoint {
-                        endpoints.push(Endpoint::from_syn(cx, &item.ident, &attrs.policy, method));
+                        endpoints.push(Endpoint::from_syn(
+                            cx,
+                            &item.ident,
+                            &attrs.policy,
+                            attrs.krate.as_ref(),
+                            method,
+                        ));
                     }
                 }
                 other => others.push(other.clone()),
@@ -315,6 +321,7 @@ impl Endpoint {
         cx: &Ctxt,
         api: &Ident,
         defaults: &PolicyAttrs,
+        krate: Option<&syn::Path>,
         method: &mut TraitItemFn,
     ) -> Endpoint {
         let attrs = attr::method_attrs(cx, &method.attrs);
@@ -369,7 +376,7 @@ impl Endpoint {
                 }
             }
         }
-        let ret = Ret::from_syn(&method.sig.output);
+        let ret = Ret::from_syn(&method.sig.output, krate);
         let verb = attrs.verbs.first().map(|v| v.verb);
         let mut policy = Effective::merge(api, &method.sig.ident, verb, defaults, &attrs);
         // A caller-supplied `Idempotency-Key` header makes the call safe to repeat, as a
@@ -470,27 +477,33 @@ fn type_path(ty: &Type) -> Option<&syn::Path> {
     }
 }
 
-/// Whether `path` names a type the library reads by its name: a bare name (as
-/// imported: `Response<T>`), or a path through `resilient_api` or one of `homes`
-/// (`bytes::Bytes`, `std::string::String`). Any other path (`crate::Response<T>`,
-/// `api::Response<T>`) names a type of the user's own, decoded from JSON like any
-/// other: the way to use a type of one's own that shares the name.
-fn read_by_name(path: &syn::Path, homes: &[&[&str]]) -> bool {
-    let idents: Vec<&syn::Ident> = path.segments.iter().map(|s| &s.ident).collect();
-    let Some((_, parents)) = idents.split_last() else {
-        return false;
-    };
-    if parents.is_empty() {
-        return path.leading_colon.is_none();
-    }
-    parents.iter().any(|s| *s == "resilient_api")
-        || homes.iter().any(|home| {
-            home.len() == parents.len() && home.iter().zip(parents).all(|(h, s)| s == h)
-        })
+/// Whether `path` names a type the library reads by its name: any path but one that
+/// starts from `crate`, `self` or `super`. So the library's types are read as they
+/// always were, bare, through `resilient_api`, through a renamed or re-exported
+/// crate (`ra::Response<T>`) or from `std`; a type of the user's own that shares the
+/// name is JSON when named from the crate's root or the module (`self::Response<T>`),
+/// and otherwise fails the generated check with a note that says so. A path through
+/// the trait's `crate = "..."` path is the library's too.
+fn read_by_name(path: &syn::Path, krate: Option<&syn::Path>) -> bool {
+    let through_krate = krate.is_some_and(|k| {
+        k.segments.len() < path.segments.len()
+            && k.segments
+                .iter()
+                .zip(&path.segments)
+                .all(|(a, b)| a.ident == b.ident)
+    });
+    through_krate
+        || path.leading_colon.is_some()
+        || path.segments.len() == 1
+        || path
+            .segments
+            .first()
+            .is_none_or(|s| !matches!(s.ident.to_string().as_str(), "crate" | "self" | "super"))
 }
 
 impl Decoder {
-    pub fn of(ty: &Type) -> Decoder {
+    /// The decoder of result type `ty`; `krate` is the `crate = "..."` path, if set.
+    pub fn of(ty: &Type, krate: Option<&syn::Path>) -> Decoder {
         if let Type::Tuple(t) = ty
             && t.elems.is_empty()
         {
@@ -500,21 +513,20 @@ impl Decoder {
             && let Some(seg) = path.segments.last()
         {
             let args = type_args(seg);
-            let named =
-                |name: &str, homes: &[&[&str]]| seg.ident == name && read_by_name(path, homes);
-            if named("String", &[&["std", "string"], &["alloc", "string"]]) && args.is_empty() {
+            let named = |name: &str| seg.ident == name && read_by_name(path, krate);
+            if named("String") && args.is_empty() {
                 return Decoder::Text;
             }
-            if named("Bytes", &[&["bytes"]]) && args.is_empty() {
+            if named("Bytes") && args.is_empty() {
                 return Decoder::RawBytes;
             }
-            if named("ResponseStream", &[]) && args.is_empty() {
+            if named("ResponseStream") && args.is_empty() {
                 return Decoder::Streamed;
             }
-            if named("Response", &[])
+            if named("Response")
                 && let [inner] = args.as_slice()
             {
-                return Decoder::Wrapped(Box::new(Decoder::of(inner)));
+                return Decoder::Wrapped(Box::new(Decoder::of(inner, krate)));
             }
         }
         Decoder::Json(Box::new(ty.clone()))
@@ -522,7 +534,7 @@ impl Decoder {
 }
 
 impl Ret {
-    fn from_syn(output: &ReturnType) -> Ret {
+    fn from_syn(output: &ReturnType, krate: Option<&syn::Path>) -> Ret {
         let ty = match output {
             ReturnType::Default => {
                 return Ret {
@@ -538,7 +550,10 @@ impl Ret {
             .map(type_args)
             .as_deref()
         {
-            Some([ok, err]) => (Some(((*ok).clone(), Decoder::of(ok))), Some((*err).clone())),
+            Some([ok, err]) => (
+                Some(((*ok).clone(), Decoder::of(ok, krate))),
+                Some((*err).clone()),
+            ),
             _ => (None, None),
         };
         Ret {

@@ -116,12 +116,11 @@ use proc_macro::TokenStream;
 /// The return type is `Result<T, ApiError>`, decoded by the syntax of `T`: `()` ignores
 /// the body, `String` is text, `Bytes` raw bytes, `ResponseStream` a streamed body,
 /// `Response<T>` adds status and headers around the decoded `T`, and any other type is
-/// JSON (`DeserializeOwned`). Those four names are read as the library's types when
-/// written bare or through `resilient_api::` (`bytes::Bytes`, `std::string::String`):
-/// a type of one's own that shares a name is JSON when named by another path
-/// (`self::Response<T>`), and written bare it is an error at the type that says so. A
-/// result cannot borrow: a reference or a lifetime other than `'static` in `T` is an
-/// error.
+/// JSON (`DeserializeOwned`). Those four names are read as the library's types through
+/// any path but one from `crate::`, `self::` or `super::`: a type of one's own that
+/// shares a name is JSON when named so (`self::Response<T>`), and named otherwise it
+/// is an error at the type that says so. A result cannot borrow: a reference, a
+/// lifetime other than `'static` or a `Cow` without one in `T` is an error.
 ///
 /// # Checked at compile time
 ///
@@ -137,7 +136,8 @@ use proc_macro::TokenStream;
 /// cannot be named like the trait, nor an endpoint like the client's own methods
 /// (`builder`, `with_options`, `circuit_state`, `partition_circuit_state`) or of the
 /// traits it has (`clone`, `clone_from`, `fmt`, and the prelude's `to_owned`,
-/// `clone_into`, `into`, `try_into`); a supertrait other than `Send`, `Sync`, `Unpin`,
+/// `clone_into`, `into`, `try_into`, and `std`'s `borrow`, `borrow_mut`, `type_id`); a
+/// supertrait other than `Send`, `Sync`, `Unpin`,
 /// `Sized`, `Clone`, `Debug` or `Any`; a policy attribute on a method with a body and
 /// no verb (the attribute makes it an endpoint); unknown or repeated keys, literals of
 /// the wrong kind, methods that are not `async`, take `self` by value or are generic,

@@ -383,36 +383,51 @@ pub fn header_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// What in a result type borrows, if anything: a lifetime other than `'static`, or a
-/// reference (whose lifetime is elided or a method's).
-fn borrow_in(tokens: proc_macro2::TokenStream) -> Option<String> {
-    use proc_macro2::TokenTree;
-    let mut tokens = tokens.into_iter().peekable();
-    while let Some(token) = tokens.next() {
-        match token {
-            TokenTree::Punct(p) if p.as_char() == '&' => return Some("a reference".to_owned()),
-            TokenTree::Punct(p) if p.as_char() == '\'' => {
-                if let Some(TokenTree::Ident(name)) = tokens.peek()
-                    && name != "static"
-                {
-                    return Some(format!("the lifetime `'{name}`"));
+/// What in a result type borrows, if anything: a reference, a lifetime other than
+/// `'static`, or a `Cow` whose lifetime is left out (elided, so a method's). Other
+/// types with a lifetime left out cannot be seen from their name; the compiler
+/// still refuses them, from inside the generated code.
+fn borrow_in(ty: &syn::Type) -> Option<String> {
+    use syn::{GenericArgument, PathArguments, Type, TypeParamBound};
+    let lifetime = |l: &syn::Lifetime| (l.ident != "static").then(|| format!("the lifetime `{l}`"));
+    match ty {
+        Type::Reference(_) => Some("a reference".to_owned()),
+        Type::Array(a) => borrow_in(&a.elem),
+        Type::Slice(s) => borrow_in(&s.elem),
+        Type::Paren(p) => borrow_in(&p.elem),
+        Type::Group(g) => borrow_in(&g.elem),
+        Type::Tuple(t) => t.elems.iter().find_map(borrow_in),
+        Type::TraitObject(t) => t.bounds.iter().find_map(|b| match b {
+            TypeParamBound::Lifetime(l) => lifetime(l),
+            _ => None,
+        }),
+        Type::Path(p) => p.path.segments.iter().find_map(|seg| {
+            let PathArguments::AngleBracketed(args) = &seg.arguments else {
+                return None;
+            };
+            let mut has_lifetime = false;
+            let found = args.args.iter().find_map(|arg| match arg {
+                GenericArgument::Lifetime(l) => {
+                    has_lifetime = true;
+                    lifetime(l)
                 }
-            }
-            TokenTree::Group(g) => {
-                if let Some(what) = borrow_in(g.stream()) {
-                    return Some(what);
-                }
-            }
-            _ => {}
-        }
+                GenericArgument::Type(t) => borrow_in(t),
+                _ => None,
+            });
+            found.or_else(|| {
+                (seg.ident == "Cow" && !has_lifetime)
+                    .then(|| "a `Cow` whose lifetime is left out (so a method's)".to_owned())
+            })
+        }),
+        _ => None,
     }
-    None
 }
 
 /// The methods the generated client has from traits, and which trait each is of: the
-/// traits it derives, and the prelude's traits implemented for every type (`Into`,
-/// `TryInto`) or every `Clone` type (`ToOwned`).
-const TRAIT_METHODS: [(&str, &str); 7] = [
+/// traits it derives, the prelude's traits implemented for every type (`Into`,
+/// `TryInto`) or every `Clone` type (`ToOwned`), and `std`'s implemented for every
+/// type (`Borrow`, `BorrowMut`) or every `'static` one (`Any`).
+const TRAIT_METHODS: [(&str, &str); 10] = [
     ("clone", "Clone"),
     ("clone_from", "Clone"),
     ("fmt", "Debug"),
@@ -420,6 +435,9 @@ const TRAIT_METHODS: [(&str, &str); 7] = [
     ("clone_into", "ToOwned"),
     ("into", "Into"),
     ("try_into", "TryInto"),
+    ("borrow", "Borrow"),
+    ("borrow_mut", "BorrowMut"),
+    ("type_id", "Any"),
 ];
 
 fn check_endpoint(cx: &Ctxt, api: &Api, e: &Endpoint) {
@@ -545,7 +563,7 @@ fn check_endpoint(cx: &Ctxt, api: &Api, e: &Endpoint) {
         _ => {}
     }
     if let Some((ty, _)) = &e.ret.ok
-        && let Some(what) = borrow_in(quote::ToTokens::to_token_stream(ty))
+        && let Some(what) = borrow_in(ty)
     {
         cx.error_spanned_by(
             ty,

@@ -34,7 +34,7 @@ pub const fn ms(ms: u64) -> Duration {
 /// A type read as `resilient_api::Response<T>`.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is read as `resilient_api::Response<T>` by its name, and it is another type",
-    note = "to decode a type of your own named `Response` from JSON, name it by a path: `self::Response<T>`, `crate::api::Response<T>`"
+    note = "to decode a type of your own named `Response` from JSON, name it by a path from the crate's root or this module: `crate::api::Response<T>`, `self::Response<T>`"
 )]
 pub trait ResponseByName {}
 impl<T> ResponseByName for crate::Response<T> {}
@@ -45,7 +45,7 @@ pub fn response_by_name<T: ResponseByName>() {}
 /// A type read as `resilient_api::Bytes`.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is read as `resilient_api::Bytes` by its name, and it is another type",
-    note = "to decode a type of your own named `Bytes` from JSON, name it by a path: `self::Bytes`, `crate::api::Bytes`"
+    note = "to decode a type of your own named `Bytes` from JSON, name it by a path from the crate's root or this module: `crate::api::Bytes`, `self::Bytes`"
 )]
 pub trait BytesByName {}
 impl BytesByName for crate::Bytes {}
@@ -56,7 +56,7 @@ pub fn bytes_by_name<T: BytesByName>() {}
 /// A type read as `resilient_api::ResponseStream`.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is read as `resilient_api::ResponseStream` by its name, and it is another type",
-    note = "to decode a type of your own named `ResponseStream` from JSON, name it by a path: `self::ResponseStream`"
+    note = "to decode a type of your own named `ResponseStream` from JSON, name it by a path from the crate's root or this module: `self::ResponseStream`"
 )]
 pub trait StreamByName {}
 impl StreamByName for crate::ResponseStream {}
@@ -67,7 +67,7 @@ pub fn stream_by_name<T: StreamByName>() {}
 /// A type read as `String`, the body's text.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is read as `String` by its name, and it is another type",
-    note = "to decode a type of your own named `String` from JSON, name it by a path: `self::String`"
+    note = "to decode a type of your own named `String` from JSON, name it by a path from the crate's root or this module: `self::String`"
 )]
 pub trait StringByName {}
 impl StringByName for String {}

@@ -13,7 +13,13 @@ pub trait Names {
     #[get("/names")]
     async fn all(&self) -> Result<Vec<&str>, ApiError>;
 
-    // Owned: accepted.
+    #[get("/names/short")]
+    async fn short(&self) -> Result<Cow<str>, ApiError>;
+
+    // Owned: accepted (the `&` of a length is no reference).
+    #[get("/names/mask")]
+    async fn mask(&self) -> Result<[u8; 3 & 7], ApiError>;
+
     #[get("/names/first")]
     async fn first(&self) -> Result<Cow<'static, str>, ApiError>;
 }

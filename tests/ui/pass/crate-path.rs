@@ -17,6 +17,11 @@ mod api {
         #[get("/version")]
         #[timeout(attempt = "250ms", total = "1s")]
         async fn version(&self) -> Result<String, ApiError>;
+
+        // The runtime's types, named through the `crate` path.
+        #[get("/status")]
+        #[timeout(attempt = "1s")]
+        async fn status(&self) -> Result<crate::runtime::Response<crate::runtime::Bytes>, ApiError>;
     }
 
     pub(crate) fn client() -> crate::runtime::ClientBuilder<Health> {

@@ -1,6 +1,9 @@
 //! A type of the user's own that shares a name the macro reads (`Response`, `Bytes`)
-//! is decoded from JSON like any other when it is named by a path.
+//! is decoded from JSON like any other when it is named by a path from the crate's
+//! root or the module; the library's types are read through any other path, a
+//! renamed crate's included.
 
+use resilient_api as ra;
 use resilient_api::{ApiError, resilient_api};
 use serde::Deserialize;
 
@@ -32,11 +35,17 @@ pub trait Users {
     async fn users(&self) -> Result<crate::Response<Vec<User>>, ApiError>;
 
     #[get("/usage")]
-    async fn usage(&self) -> Result<api::Bytes, ApiError>;
+    async fn usage(&self) -> Result<crate::api::Bytes, ApiError>;
 
     // The library's, named by its path: a wrapper with the status and headers.
     #[get("/users/{id}/raw")]
     async fn raw(&self, id: u64) -> Result<resilient_api::Response<resilient_api::Bytes>, ApiError>;
+
+    #[get("/users/{id}/text")]
+    async fn text(&self, id: u64) -> Result<ra::Response<std::string::String>, ApiError>;
+
+    #[get("/users/{id}/bytes")]
+    async fn bytes(&self, id: u64) -> Result<ra::Bytes, ApiError>;
 }
 
 async fn used(api: UsersClient) -> Result<(), ApiError> {
@@ -44,6 +53,8 @@ async fn used(api: UsersClient) -> Result<(), ApiError> {
     let users: Response<Vec<User>> = api.users().await?;
     let usage: api::Bytes = api.usage().await?;
     let raw = api.raw(1).await?;
+    let _: ra::Response<String> = api.text(1).await?;
+    let _: ra::Bytes = api.bytes(1).await?;
     let _: (u64, usize, u64, u16) = (user.data.id, users.data.len(), usage.total, raw.status().as_u16());
     Ok(())
 }
