@@ -483,7 +483,8 @@ fn type_path(ty: &Type) -> Option<&syn::Path> {
 /// crate (`ra::Response<T>`) or from `std`; a type of the user's own that shares the
 /// name is JSON when named from the crate's root or the module (`self::Response<T>`),
 /// and otherwise fails the generated check with a note that says so. A path through
-/// the trait's `crate = "..."` path is the library's too.
+/// the trait's `crate = "..."` path, or through a segment `resilient_api`, is the
+/// library's too.
 fn read_by_name(path: &syn::Path, krate: Option<&syn::Path>) -> bool {
     let through_krate = krate.is_some_and(|k| {
         k.segments.len() < path.segments.len()
@@ -493,6 +494,7 @@ fn read_by_name(path: &syn::Path, krate: Option<&syn::Path>) -> bool {
                 .all(|(a, b)| a.ident == b.ident)
     });
     through_krate
+        || path.segments.iter().any(|s| s.ident == "resilient_api")
         || path.leading_colon.is_some()
         || path.segments.len() == 1
         || path

@@ -614,9 +614,10 @@ fn endpoint_method(api: &Api, e: &Endpoint, docs: &[TokenStream]) -> TokenStream
     }
 }
 
-/// For each type in a result read by its name (a bare `Response<T>`, `Bytes`,
-/// `ResponseStream`, `String`), a check that it is that type, spanned at it: a type
-/// of the user's own that shares the name fails there, saying how to name it. The
+/// For each type in a result read by its name (`Response<T>`, `Bytes`,
+/// `ResponseStream`, `String`, through any path but one from the user's crate), a
+/// check that it is that type, spanned at it: a type of the user's own that shares
+/// the name fails there, saying how to name it. The
 /// checks are empty functions, gone once compiled.
 fn name_checks(pv: &TokenStream, ty: &syn::Type, d: &Decoder, out: &mut Vec<TokenStream>) {
     let check = match d {

@@ -117,7 +117,8 @@ use proc_macro::TokenStream;
 /// the body, `String` is text, `Bytes` raw bytes, `ResponseStream` a streamed body,
 /// `Response<T>` adds status and headers around the decoded `T`, and any other type is
 /// JSON (`DeserializeOwned`). Those four names are read as the library's types through
-/// any path but one from `crate::`, `self::` or `super::`: a type of one's own that
+/// any path but one from `crate::`, `self::` or `super::` (a path through the trait's
+/// `crate = "..."` path or a `resilient_api` segment is the library's all the same): a type of one's own that
 /// shares a name is JSON when named so (`self::Response<T>`), and named otherwise it
 /// is an error at the type that says so. A result cannot borrow: a reference, a
 /// lifetime other than `'static` or a `Cow` without one in `T` is an error.

@@ -388,8 +388,7 @@ pub fn header_name(name: &str) -> Result<(), String> {
 /// types with a lifetime left out cannot be seen from their name; the compiler
 /// still refuses them, from inside the generated code.
 fn borrow_in(ty: &syn::Type) -> Option<String> {
-    use syn::{GenericArgument, PathArguments, Type, TypeParamBound};
-    let lifetime = |l: &syn::Lifetime| (l.ident != "static").then(|| format!("the lifetime `{l}`"));
+    use syn::{Type, TypeParamBound};
     match ty {
         Type::Reference(_) => Some("a reference".to_owned()),
         Type::Array(a) => borrow_in(&a.elem),
@@ -398,29 +397,57 @@ fn borrow_in(ty: &syn::Type) -> Option<String> {
         Type::Group(g) => borrow_in(&g.elem),
         Type::Tuple(t) => t.elems.iter().find_map(borrow_in),
         Type::TraitObject(t) => t.bounds.iter().find_map(|b| match b {
-            TypeParamBound::Lifetime(l) => lifetime(l),
+            TypeParamBound::Lifetime(l) => lifetime_borrows(l),
+            TypeParamBound::Trait(t) => path_borrows(&t.path),
             _ => None,
         }),
-        Type::Path(p) => p.path.segments.iter().find_map(|seg| {
-            let PathArguments::AngleBracketed(args) = &seg.arguments else {
-                return None;
-            };
-            let mut has_lifetime = false;
-            let found = args.args.iter().find_map(|arg| match arg {
-                GenericArgument::Lifetime(l) => {
-                    has_lifetime = true;
-                    lifetime(l)
-                }
-                GenericArgument::Type(t) => borrow_in(t),
-                _ => None,
-            });
-            found.or_else(|| {
-                (seg.ident == "Cow" && !has_lifetime)
-                    .then(|| "a `Cow` whose lifetime is left out (so a method's)".to_owned())
-            })
-        }),
+        Type::Path(p) => p
+            .qself
+            .as_ref()
+            .and_then(|q| borrow_in(&q.ty))
+            .or_else(|| path_borrows(&p.path)),
         _ => None,
     }
+}
+
+/// A lifetime other than `'static`, said as [`borrow_in`] says it.
+fn lifetime_borrows(l: &syn::Lifetime) -> Option<String> {
+    (l.ident != "static").then(|| format!("the lifetime `{l}`"))
+}
+
+/// What in a path's generic arguments borrows (see [`borrow_in`]).
+fn path_borrows(path: &syn::Path) -> Option<String> {
+    use syn::{GenericArgument, PathArguments};
+    // `Cow` bare or from `std`/`alloc`: its lifetime, left out, is a method's.
+    let std_cow = |seg: &syn::PathSegment| {
+        seg.ident == "Cow"
+            && (path.segments.len() == 1
+                || path
+                    .segments
+                    .iter()
+                    .rev()
+                    .nth(1)
+                    .is_some_and(|s| s.ident == "borrow"))
+    };
+    path.segments.iter().find_map(|seg| {
+        let PathArguments::AngleBracketed(args) = &seg.arguments else {
+            return None;
+        };
+        let mut has_lifetime = false;
+        let found = args.args.iter().find_map(|arg| match arg {
+            GenericArgument::Lifetime(l) => {
+                has_lifetime = true;
+                lifetime_borrows(l)
+            }
+            GenericArgument::Type(t) => borrow_in(t),
+            GenericArgument::AssocType(a) => borrow_in(&a.ty),
+            _ => None,
+        });
+        found.or_else(|| {
+            (std_cow(seg) && !has_lifetime)
+                .then(|| "a `Cow` whose lifetime is left out (so a method's)".to_owned())
+        })
+    })
 }
 
 /// The methods the generated client has from traits, and which trait each is of: the
@@ -467,7 +494,7 @@ fn check_endpoint(cx: &Ctxt, api: &Api, e: &Endpoint) {
         cx.error_spanned_by(
             name,
             format!(
-                "an endpoint cannot be named `{name}`: `{}` implements `{which}`, so wherever that trait is in scope `client.{name}(..)` is ambiguous or calls `{which}::{name}`; choose another name (the path does not depend on it)",
+                "an endpoint cannot be named `{name}`: `{}` implements `{which}`, so wherever that trait is in scope `client.{name}(..)` can mean `{which}::{name}` (ambiguous, or that method through a reference or a smart pointer); choose another name (the path does not depend on it)",
                 api.client
             ),
         );

@@ -16,6 +16,12 @@ pub trait Names {
     #[get("/names/short")]
     async fn short(&self) -> Result<Cow<str>, ApiError>;
 
+    #[get("/names/iter")]
+    async fn iter(&self) -> Result<Box<dyn Iterator<Item = &str> + Send>, ApiError>;
+
+    #[get("/names/item")]
+    async fn item(&self) -> Result<<Vec<&str> as IntoIterator>::Item, ApiError>;
+
     // Owned: accepted (the `&` of a length is no reference).
     #[get("/names/mask")]
     async fn mask(&self) -> Result<[u8; 3 & 7], ApiError>;

@@ -18,6 +18,10 @@ pub struct User {
     pub id: u64,
 }
 
+pub mod deps {
+    pub use ::resilient_api;
+}
+
 pub mod api {
     /// A byte count the API reports.
     #[derive(Debug, serde::Deserialize)]
@@ -46,6 +50,10 @@ pub trait Users {
 
     #[get("/users/{id}/bytes")]
     async fn bytes(&self, id: u64) -> Result<ra::Bytes, ApiError>;
+
+    // Through the user's crate, but by way of the library's name: the library's.
+    #[get("/users/{id}/head")]
+    async fn head(&self, id: u64) -> Result<crate::deps::resilient_api::Response<()>, ApiError>;
 }
 
 async fn used(api: UsersClient) -> Result<(), ApiError> {
@@ -55,6 +63,7 @@ async fn used(api: UsersClient) -> Result<(), ApiError> {
     let raw = api.raw(1).await?;
     let _: ra::Response<String> = api.text(1).await?;
     let _: ra::Bytes = api.bytes(1).await?;
+    let _: ra::Response<()> = api.head(1).await?;
     let _: (u64, usize, u64, u16) = (user.data.id, users.data.len(), usage.total, raw.status().as_u16());
     Ok(())
 }
