@@ -431,12 +431,7 @@ impl ReceiverExt for syn::Receiver {
 
 /// The last segment of a path type, e.g. `Result` in `std::result::Result<T, E>`.
 fn last_segment(ty: &Type) -> Option<&syn::PathSegment> {
-    match ty {
-        Type::Path(p) if p.qself.is_none() => p.path.segments.last(),
-        Type::Group(g) => last_segment(&g.elem),
-        Type::Paren(p) => last_segment(&p.elem),
-        _ => None,
-    }
+    type_path(ty)?.segments.last()
 }
 
 /// The type arguments of a segment, e.g. `[T, E]` of `Result<T, E>`.
@@ -477,15 +472,16 @@ fn type_path(ty: &Type) -> Option<&syn::Path> {
     }
 }
 
-/// Whether `path` names a type the library reads by its name: any path but one that
-/// starts from `crate`, `self` or `super`. So the library's types are read as they
-/// always were, bare, through `resilient_api`, through a renamed or re-exported
-/// crate (`ra::Response<T>`) or from `std`; a type of the user's own that shares the
-/// name is JSON when named from the crate's root or the module (`self::Response<T>`),
-/// and otherwise fails the generated check with a note that says so. A path through
-/// the trait's `crate = "..."` path, or through a segment `resilient_api`, is the
-/// library's too.
+/// Whether `path` names a type the library reads by its name: any path but one from
+/// the user's crate (`crate::`, `self::`, `super::`), unless that one goes through the
+/// trait's `crate = "..."` path or a `resilient_api` segment. So a user's own type
+/// that shares a name is JSON when named from the crate (`self::Response<T>`), and
+/// otherwise fails the generated check with a note that says so.
 fn read_by_name(path: &syn::Path, krate: Option<&syn::Path>) -> bool {
+    let from_user_crate = path
+        .segments
+        .first()
+        .is_some_and(|s| s.ident == "crate" || s.ident == "self" || s.ident == "super");
     let through_krate = krate.is_some_and(|k| {
         k.segments.len() < path.segments.len()
             && k.segments
@@ -493,14 +489,7 @@ fn read_by_name(path: &syn::Path, krate: Option<&syn::Path>) -> bool {
                 .zip(&path.segments)
                 .all(|(a, b)| a.ident == b.ident)
     });
-    through_krate
-        || path.segments.iter().any(|s| s.ident == "resilient_api")
-        || path.leading_colon.is_some()
-        || path.segments.len() == 1
-        || path
-            .segments
-            .first()
-            .is_none_or(|s| !matches!(s.ident.to_string().as_str(), "crate" | "self" | "super"))
+    !from_user_crate || through_krate || path.segments.iter().any(|s| s.ident == "resilient_api")
 }
 
 impl Decoder {
