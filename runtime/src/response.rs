@@ -574,24 +574,19 @@ fn text_from(body: &[u8], headers: &HeaderMap) -> Result<String, String> {
 /// The `charset` parameter of a content type, without its quotes, if it has one.
 /// Parameters are split at the `;`s outside quoted values.
 fn charset(content_type: &http::HeaderValue) -> Option<&[u8]> {
-    let bytes = content_type.as_bytes();
-    let (mut start, mut quoted, mut escaped) = (0, false, false);
-    let mut params = Vec::new();
-    for (i, &b) in bytes.iter().enumerate() {
+    let (mut quoted, mut escaped) = (false, false);
+    let params = content_type.as_bytes().split(|&b| {
         match b {
             _ if escaped => escaped = false,
             b'\\' if quoted => escaped = true,
             b'"' => quoted = !quoted,
-            b';' if !quoted => {
-                params.push(&bytes[start..i]);
-                start = i + 1;
-            }
+            b';' => return !quoted,
             _ => {}
         }
-    }
-    params.push(&bytes[start..]);
+        false
+    });
     // The first piece is the media type itself.
-    params.into_iter().skip(1).find_map(|param| {
+    params.skip(1).find_map(|param| {
         let (name, value) = param.split_at(param.iter().position(|&b| b == b'=')?);
         let value = value[1..].trim_ascii();
         let value = value
