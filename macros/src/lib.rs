@@ -118,10 +118,11 @@ use proc_macro::TokenStream;
 /// `Response<T>` adds status and headers around the decoded `T`, and any other type is
 /// JSON (`DeserializeOwned`). Those four names are read as the library's types through
 /// any path but one from `crate::`, `self::` or `super::` (a path through the trait's
-/// `crate = "..."` path or a `resilient_api` segment is the library's all the same): a type of one's own that
-/// shares a name is JSON when named so (`self::Response<T>`), and named otherwise it
-/// is an error at the type that says so. A result cannot borrow: a reference, a
-/// lifetime other than `'static` or a `Cow` without one in `T` is an error.
+/// `crate = "..."` path or a `resilient_api` segment is the library's all the same):
+/// a type of one's own that shares a name is JSON when named so (`self::Response<T>`),
+/// and named otherwise it is an error at the type that says so. A result cannot
+/// borrow: a reference, a lifetime other than `'static` or a `Cow` without one in `T`
+/// is an error.
 ///
 /// # Checked at compile time
 ///
@@ -138,9 +139,9 @@ use proc_macro::TokenStream;
 /// (`builder`, `with_options`, `circuit_state`, `partition_circuit_state`) or of the
 /// traits it has (`clone`, `clone_from`, `fmt`, and the prelude's `to_owned`,
 /// `clone_into`, `into`, `try_into`, and `std`'s `borrow`, `borrow_mut`, `type_id`); a
-/// supertrait other than `Send`, `Sync`, `Unpin`,
-/// `Sized`, `Clone`, `Debug` or `Any`; a policy attribute on a method with a body and
-/// no verb (the attribute makes it an endpoint); unknown or repeated keys, literals of
+/// supertrait other than `Send`, `Sync`, `Unpin`, `Sized`, `Clone`, `Debug` or `Any`; a
+/// policy attribute on a method with a body and no verb (the attribute makes it an
+/// endpoint); unknown or repeated keys, literals of
 /// the wrong kind, methods that are not `async`, take `self` by value or are generic,
 /// and return types that are not `Result<T, ApiError>`. All mistakes are reported in
 /// one build.
