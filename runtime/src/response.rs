@@ -14,9 +14,9 @@
 //! value, whatever its type: `None` for an `Option` result). A `String` result is read
 //! in the encoding its byte order mark names, else in the charset the content type
 //! names, else in UTF-8; a byte that encoding cannot hold is a decode error, never a
-//! replacement character. A streamed
-//! body stays bounded by the call's total deadline and by an idle limit between chunks
-//! (the attempt timeout, or 30 s), and ends with the call's cancellation token.
+//! replacement character. A streamed body stays bounded by the call's total deadline
+//! and by an idle limit between chunks (the attempt timeout, or 30 s), and ends with
+//! the call's cancellation token.
 //!
 //! A streamed result's attempt ends with its head: the breaker judges it then, its
 //! bulkhead permit goes back then, and a failure of the body read afterwards (cut
@@ -896,7 +896,7 @@ pub mod decode {
     /// Text, for a `String` result, whatever the content type: in the encoding a byte
     /// order mark at its start names (the mark is not text), else in the charset the
     /// content type names (`text/plain; charset=shift_jis`), else in UTF-8.
-    /// A byte the charset cannot hold, or a charset no one knows, is
+    /// A byte the encoding cannot hold, or a charset no one knows, is
     /// [`ErrorKind::Decode`]. The charset's labels are the WHATWG Encoding Standard's,
     /// as browsers and reqwest read them: `iso-8859-1` is read as windows-1252.
     ///
