@@ -5,14 +5,18 @@
 //! reference, share one `reqwest::Client` (so one configuration and one pool of
 //! kept-alive connections) and decode the same JSON into the same type. The
 //! client runs on a current-thread runtime, pinned to core 0; the server runs in its
-//! own process on core 1. Each round is a closed loop of a fixed number of requests
-//! by 1 or 64 tasks; rounds alternate between contenders (with the starting
-//! contender rotating), and the figures are medians over rounds. The ratios are
-//! medians of the per-round ratios, which cancels drift between rounds. Many short
-//! rounds (31 of 3,500 requests at c=1) beat a few long ones (11 of 10,000): this
-//! machine's noise comes in bursts of about a second, and a burst that falls on one
-//! contender's long round moves that round's ratio; over four runs each, the spread
-//! of the c=1 CPU ratio fell from 0.077 to 0.031.
+//! own process on core 1.
+//!
+//! The contenders take turns in short blocks: a cycle is one block of each (500
+//! requests at c=1, 2,000 at c=64: tens of milliseconds), the order rotating from
+//! cycle to cycle and running backwards every other cycle, and each figure is the
+//! median over the cycles of that cycle's ratio. A cycle's blocks run within about a
+//! quarter of a second of each other, so the machine's slower swings (its noise
+//! comes in bursts of about a second) fall on all four alike and cancel in the
+//! ratio. Rounds of 3,500 requests per contender did not: on a noisy host their
+//! per-round ratios spread from 0.82 to 1.47 at c=1, and seven runs' medians read
+//! 1.018 to 1.114, against 1.049 to 1.068 for six runs in blocks (the twentieth
+//! round in `bench/README.md`).
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -209,13 +213,11 @@ pub fn cpu_time() -> Result<Duration, BoxError> {
     Ok(micros(usage.user_time()) + micros(usage.system_time()))
 }
 
-/// One round's figures.
+/// One block's figures.
 #[derive(Clone, Copy, Debug, Default)]
 struct Sample {
     cpu_us: f64,
     per_sec: f64,
-    p50_us: f64,
-    p99_us: f64,
 }
 
 /// A closed loop of `requests` requests by `concurrency` tasks; the latency of each.
@@ -262,25 +264,25 @@ async fn worker(
     Ok(latencies)
 }
 
-fn round(
+/// One block of `requests` requests by `who`; their latencies are added to `latencies`.
+fn block(
     rt: &Runtime,
     clients: &Arc<Clients>,
     who: Contender,
     concurrency: usize,
     requests: usize,
+    latencies: &mut Vec<u64>,
 ) -> Result<Sample, BoxError> {
     let cpu_before = cpu_time()?;
     let started = Instant::now();
-    let mut latencies = rt.block_on(closed_loop(clients.clone(), who, concurrency, requests))?;
+    let these = rt.block_on(closed_loop(clients.clone(), who, concurrency, requests))?;
     let wall = started.elapsed();
     let cpu = cpu_time()? - cpu_before;
-    latencies.sort_unstable();
-    let n = latencies.len().max(1) as f64;
+    let n = these.len().max(1) as f64;
+    latencies.extend(these);
     Ok(Sample {
         cpu_us: cpu.as_secs_f64() * 1e6 / n,
         per_sec: n / wall.as_secs_f64(),
-        p50_us: quantile(&latencies, 0.50) as f64 / 1e3,
-        p99_us: quantile(&latencies, 0.99) as f64 / 1e3,
     })
 }
 
@@ -302,18 +304,21 @@ pub fn run(scale: Scale, server: &Server) -> Result<Vec<Row>, BoxError> {
         return Err(format!("the generated client decoded {first:?}").into());
     }
 
-    let rounds = scale.pick(31, 1);
+    // 31 rounds of 7 cycles: 3,500 requests per contender per round at c=1, 14,000
+    // at c=64, as many as the rounds of one block each took before.
+    let cycles = scale.pick(31 * 7, 2);
     let mut rows = vec![Row::context("loopback placement", placement)];
     for concurrency in [1usize, 64] {
-        let requests = scale.pick(if concurrency == 1 { 3_500 } else { 14_000 }, 200);
+        let size = scale.pick(if concurrency == 1 { 500 } else { 2_000 }, 100);
         // Warm-up: every connection opened, every code path touched.
         for who in CONTENDERS {
-            rt.block_on(closed_loop(clients.clone(), who, concurrency, requests / 4))?;
+            rt.block_on(closed_loop(clients.clone(), who, concurrency, 4 * size))?;
         }
         let mut samples: [Vec<Sample>; CONTENDERS.len()] = Default::default();
-        for r in 0..rounds {
+        let mut latencies: [Vec<u64>; CONTENDERS.len()] = Default::default();
+        for r in 0..cycles {
             for k in 0..CONTENDERS.len() {
-                // Rotated each round, and run backwards every other round, so that no
+                // Rotated each cycle, and run backwards every other cycle, so that no
                 // contender always follows the same one (a, b, c, d; a, d, c, b;
                 // c, d, a, b; c, b, a, d; ...).
                 let k = if r % 2 == 0 {
@@ -322,32 +327,41 @@ pub fn run(scale: Scale, server: &Server) -> Result<Vec<Row>, BoxError> {
                     CONTENDERS.len() - 1 - k
                 };
                 let i = (r + k) % CONTENDERS.len();
-                samples[i].push(round(&rt, &clients, CONTENDERS[i], concurrency, requests)?);
+                let who = CONTENDERS[i];
+                let sample = block(&rt, &clients, who, concurrency, size, &mut latencies[i])?;
+                samples[i].push(sample);
             }
         }
-        rows.extend(report(concurrency, requests, &samples));
+        for l in &mut latencies {
+            l.sort_unstable();
+        }
+        rows.extend(report(concurrency, size, &samples, &latencies));
     }
     Ok(rows)
 }
 
 fn report(
     concurrency: usize,
-    requests: usize,
+    block: usize,
     samples: &[Vec<Sample>; CONTENDERS.len()],
+    latencies: &[Vec<u64>; CONTENDERS.len()],
 ) -> Vec<Row> {
     let med =
         |i: usize, f: fn(&Sample) -> f64| median(&samples[i].iter().map(f).collect::<Vec<_>>());
-    // Medians of per-round ratios: round r of one contender ran next to round r of the other.
+    // Latency quantiles over every request a contender made, in µs.
+    let p = |i: usize, q: f64| quantile(&latencies[i], q) as f64 / 1e3;
+    // Medians of per-cycle ratios: cycle r's block of one contender ran next to cycle
+    // r's block of the other.
     let ratio = |num: usize, den: usize, f: fn(&Sample) -> f64| {
-        let per_round: Vec<f64> = samples[num]
+        let per_cycle: Vec<f64> = samples[num]
             .iter()
             .zip(&samples[den])
             .map(|(n, d)| f(n) / f(d))
             .collect();
-        median(&per_round)
+        median(&per_cycle)
     };
     println!(
-        "concurrency {concurrency}, {requests} requests per round, {} rounds (medians):",
+        "concurrency {concurrency}, {} cycles of a {block}-request block each (medians):",
         samples[0].len()
     );
     println!(
@@ -360,8 +374,8 @@ fn report(
             who.label(),
             med(i, |s| s.cpu_us),
             med(i, |s| s.per_sec),
-            med(i, |s| s.p50_us),
-            med(i, |s| s.p99_us),
+            p(i, 0.50),
+            p(i, 0.99),
         );
     }
     let (a, b, c, d) = (0, 1, 2, 3);
@@ -373,7 +387,7 @@ fn report(
     let tput_bc = ratio(b, c, |s| s.per_sec);
     let us = |i: usize| med(i, |s| s.cpu_us);
     let rps = |i: usize| med(i, |s| s.per_sec);
-    let lat = |i: usize| format!("{:.0}/{:.0}", med(i, |s| s.p50_us), med(i, |s| s.p99_us));
+    let lat = |i: usize| format!("{:.0}/{:.0}", p(i, 0.50), p(i, 0.99));
     let c_ = concurrency;
     vec![
         Row::target(

@@ -8,7 +8,8 @@
 //! ```
 //!
 //! Machines are noisy, so every comparison is a ratio measured in the same run, from
-//! alternating rounds (A, B, A, B, ...), and the median is reported; absolute numbers
+//! alternating rounds (A, B, A, B, ...; over loopback, short blocks of each contender
+//! in turn), and the median is reported; absolute numbers
 //! are context only. Nothing here asserts a timing: a missed target shows as `no` in
 //! the final table and the process still exits 0.
 
