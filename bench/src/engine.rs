@@ -293,14 +293,18 @@ pub fn run(scale: Scale) -> Result<Vec<Row>, BoxError> {
     let client = everything()?;
     let (one, two) = (workers(1)?, workers(2)?);
     // Four tasks on either runtime: the same work, spread over one or two threads.
+    // Short rounds, many of them: 72 of 50,000 calls (tens of milliseconds) rather
+    // than 9 of 400,000, so that the host's slower swings fall on both runtimes of a
+    // round alike (the bench's twentieth round: the runs' medians spread about half
+    // as far).
     let tasks = 4;
-    let calls = scale.pick(400_000, 400);
-    let rounds = scale.pick(9, 1);
+    let calls = scale.pick(50_000, 400);
+    let rounds = scale.pick(72, 1);
     let all = Work::AllCalls(everything_hedged()?);
     let (engine, control, own) = (Work::Calls(client), Work::Control, Work::OwnClients);
     for work in [&engine, &control, &own, &all] {
-        per_sec(&one, work, tasks, calls / 4)?;
-        per_sec(&two, work, tasks, calls / 4)?;
+        per_sec(&one, work, tasks, scale.pick(100_000, 100))?;
+        per_sec(&two, work, tasks, scale.pick(100_000, 100))?;
     }
     let (mut calls_scaling, mut control_scaling) = (Scaling::default(), Scaling::default());
     let (mut own_scaling, mut all_scaling) = (Scaling::default(), Scaling::default());
@@ -332,14 +336,18 @@ pub fn run(scale: Scale) -> Result<Vec<Row>, BoxError> {
     // Each round's scaling next to the line's round trip measured just before it:
     // the rounds where the second worker gains least are those where the host made
     // moving a line between the two cores slow.
-    let per_round: Vec<String> = ratios
-        .iter()
-        .zip(&trips)
-        .map(|(r, t)| format!("{r:.2}× at {t:.0} ns"))
-        .collect();
+    let mut sorted = ratios.clone();
+    sorted.sort_by(f64::total_cmp);
+    let at =
+        |q: f64| sorted[((q * (sorted.len() - 1) as f64).round() as usize).min(sorted.len() - 1)];
     println!(
-        "2 workers / 1 and a cache line's round trip between two threads, per round: {}",
-        per_round.join(", ")
+        "2 workers / 1 over {} rounds: min {:.2}×, quartiles {:.2}×, {:.2}×, {:.2}×, max {:.2}×",
+        sorted.len(),
+        at(0.0),
+        at(0.25),
+        at(0.5),
+        at(0.75),
+        at(1.0)
     );
     let (trip_min, trip_max) = min_max(trips.iter().copied());
     let trip = median(&trips);

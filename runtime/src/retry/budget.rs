@@ -545,6 +545,41 @@ mod tests {
         assert!(!format!("{budget:?}").is_empty());
     }
 
+    /// Deposits made on many threads at once all count, and all leave the window
+    /// with their bucket, even those of a thread that deposits nothing after.
+    #[test]
+    fn deposits_from_many_threads_count_and_expire_together() {
+        let t0 = Instant::now();
+        let deposited = || {
+            let budget = RetryBudget::new(config(10, 0, 0.1), t0);
+            std::thread::scope(|s| {
+                for _ in 0..12 {
+                    s.spawn(|| {
+                        for _ in 0..10 {
+                            budget.deposit(t0);
+                        }
+                    });
+                }
+            });
+            budget
+        };
+        // 120 deposits at 10%: 12 retries, until just before ttl...
+        let budget = deposited();
+        assert_eq!(withdrawals(&budget, t0 + Duration::from_millis(9_999)), 12);
+        // ...and none at ttl.
+        let budget = deposited();
+        let later = t0 + Duration::from_secs(10);
+        assert!(!budget.withdraw(later), "bucket 0 has left the window");
+        for _ in 0..10 {
+            budget.deposit(later);
+        }
+        assert_eq!(
+            withdrawals(&budget, later),
+            1,
+            "ten new deposits: one retry"
+        );
+    }
+
     #[test]
     fn a_refund_gives_back_what_was_withdrawn() {
         let now = Instant::now();
