@@ -15,7 +15,7 @@
 //! comes in bursts of about a second) fall on all four alike and cancel in the
 //! ratio. Rounds of 3,500 requests per contender did not: on a noisy host their
 //! per-round ratios spread from 0.82 to 1.47 at c=1, and seven runs' medians read
-//! 1.018 to 1.114, against 1.049 to 1.068 for six runs in blocks (the twentieth
+//! 1.018 to 1.114, against 1.047 to 1.068 for twelve runs in blocks (the twentieth
 //! round in `bench/README.md`).
 
 use std::hint::black_box;
