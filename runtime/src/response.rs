@@ -229,9 +229,10 @@ impl<T> Response<T> {
 /// A response whose body is read after the call returned, chunk by chunk.
 ///
 /// Reading stays bounded by the call's total deadline (which wins a tie with a
-/// chunk), by an idle limit between chunks (which a chunk landing exactly on it
-/// beats), and by the call's cancellation token; dropping it aborts the transfer, and
-/// so does its first error or its end.
+/// chunk, and with an idle limit that fires in the deadline's own timer tick), by an
+/// idle limit between chunks (which a chunk landing exactly on it beats), and by the
+/// call's cancellation tokens (which win a tie with the deadline, as everywhere in a
+/// call); dropping it aborts the transfer, and so does its first error or its end.
 ///
 /// ```
 /// use resilient_api::{Bytes, ErrorKind, ResponseStream};
@@ -417,13 +418,14 @@ impl ResponseStream {
     async fn next_chunk(&mut self) -> Result<Option<Bytes>, ApiError> {
         const AT_DEADLINE: &str = "while reading the streamed body";
         let now = Instant::now();
-        // Asked before the body, which may have data ready: a deadline that has
-        // passed, or a cancelled call, ends the read whatever is waiting.
-        if self.deadline.is_some_and(|d| d <= now) {
-            return Err(self.fail(ErrorKind::Deadline, AT_DEADLINE));
-        }
+        // Asked before the body, which may have data ready: a cancelled call, or a
+        // deadline that has passed, ends the read whatever is waiting. The caller's
+        // own word first, as at every step of the call.
         if self.cancel.is_cancelled() {
             return Err(self.fail(ErrorKind::Cancelled, "the call was cancelled"));
+        }
+        if self.deadline.is_some_and(|d| d <= now) {
+            return Err(self.fail(ErrorKind::Deadline, AT_DEADLINE));
         }
         // An idle limit too far away to count is no limit, as everywhere else. The
         // earlier of the two limits is the one that can fire.
@@ -440,13 +442,13 @@ impl ResponseStream {
             }
         };
         let cancelled = self.cancel.cancelled();
-        // In this order: the deadline wins a tie with a chunk (as it does everywhere
-        // in a call), and a chunk wins a tie with the idle limit (as a body does with
-        // the attempt timeout).
+        // In this order: the caller's token wins a tie with the deadline, the deadline
+        // wins a tie with a chunk (as they do everywhere in a call), and a chunk wins
+        // a tie with the idle limit (as a body does with the attempt timeout).
         let next = tokio::select! {
             biased;
-            () = until(deadline) => Err(ErrorKind::Deadline),
             () = cancelled => Err(ErrorKind::Cancelled),
+            () = until(deadline) => Err(ErrorKind::Deadline),
             next = self.body.next() => Ok(next),
             () = until(idle_end) => Err(ErrorKind::AttemptTimeout),
         };
@@ -454,6 +456,12 @@ impl ResponseStream {
             Err(ErrorKind::Deadline) => Err(self.fail(ErrorKind::Deadline, AT_DEADLINE)),
             Err(ErrorKind::Cancelled) => {
                 Err(self.fail(ErrorKind::Cancelled, "the call was cancelled"))
+            }
+            // An idle limit that fired in the deadline's own timer tick, just before
+            // it, is the deadline: it wins the tie, as an attempt's limit does in the
+            // call (the timer rounds up to its tick, where the deadline is due too).
+            Err(_) if self.deadline.is_some_and(|d| d <= Instant::now()) => {
+                Err(self.fail(ErrorKind::Deadline, AT_DEADLINE))
             }
             Err(kind) => Err(self.fail(
                 kind,
