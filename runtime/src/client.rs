@@ -154,7 +154,9 @@ impl CallOptions {
     }
 
     /// A total deadline for each call; the shorter of this and the endpoint's `total`
-    /// applies.
+    /// applies. Set twice on one `CallOptions`, the last value is kept, as with any
+    /// setter; options given to a client that already has a deadline keep the
+    /// shorter of the two, so code handed a client cannot lengthen its deadline.
     ///
     /// ```
     /// # use resilient_api::testing::{ScriptedTransport, Step};
