@@ -37,7 +37,7 @@
 //! ```
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use tokio::sync::Semaphore;
 
@@ -150,6 +150,12 @@ pub struct Bulkhead {
     /// engine benchmark, a call cost 4,935 instructions with the semaphore alone and
     /// 4,859 with this word in front of it (4,804 with no bulkhead at all).
     state: AtomicU64,
+    /// Slots given to the queue (by [`Bulkhead::release`], into `queue`) that no
+    /// caller has claimed yet: each belongs to the first waiter, which has left the
+    /// queue for it even though its task has not yet run and so is still counted in
+    /// `state`. The queue's length is the waiters in `state` less these. Written only
+    /// when a slot passes through the queue, never on a call that finds one free.
+    handed: AtomicU32,
     /// The FIFO queue. It starts with no permits: a slot given back while callers
     /// wait goes here and so to the first waiter. A dropped `acquire` future unlinks
     /// itself in O(1) and hands on any permit it was granted but never saw; with
@@ -203,6 +209,7 @@ impl Bulkhead {
         let concurrency = config.concurrency.clamp(1, max);
         Bulkhead {
             state: AtomicU64::new(u64::from(concurrency)),
+            handed: AtomicU32::new(0),
             queue: Semaphore::new(0),
             config: BulkheadConfig {
                 concurrency,
@@ -256,8 +263,11 @@ impl Bulkhead {
                 drop((place, counted));
                 match acquired {
                     Ok(permit) => {
-                        // The slot is this bulkhead's to count from here on.
+                        // The slot is this bulkhead's to count from here on. Claimed
+                        // after the place is given back: in between, the queue reads
+                        // one shorter, never one longer, than it is.
                         permit.forget();
+                        self.handed.fetch_sub(1, Ordering::AcqRel);
                         Ok(BulkheadPermit { bulkhead: self })
                     }
                     // The semaphore is owned here and never closed.
@@ -307,7 +317,13 @@ impl Bulkhead {
     /// # }
     /// ```
     pub fn queued(&self) -> u32 {
-        waiting(self.state.load(Ordering::Acquire))
+        self.waiting_now(self.state.load(Ordering::Acquire))
+    }
+
+    /// The callers still waiting in `state`: those counted there, less the first
+    /// ones, which have been handed a slot (see `handed`).
+    fn waiting_now(&self, state: u64) -> u32 {
+        waiting(state).saturating_sub(self.handed.load(Ordering::Acquire))
     }
 
     /// The effective configuration (concurrency clamped to at least 1).
@@ -333,17 +349,19 @@ impl Bulkhead {
         // permit to its waiters first, so it only has permits when none is in it.
         let permit = self.queue.try_acquire().ok()?;
         permit.forget();
+        self.handed.fetch_sub(1, Ordering::AcqRel);
         Some(BulkheadPermit { bulkhead: self })
     }
 
     /// Takes a free slot if nobody waits, else reserves a place in the queue if fewer
-    /// than `queue` callers wait, in one atomic step, never exceeding the bound.
+    /// than `queue` callers wait, in one atomic step. A waiter handed a slot no longer
+    /// counts: a caller in that instant queues behind it.
     fn enter(&self, queue: u32) -> Entry {
         let mut state = self.state.load(Ordering::Acquire);
         loop {
             let (next, entry) = if waiting(state) == 0 && free(state) > 0 {
                 (state - 1, Entry::Slot)
-            } else if waiting(state) < queue {
+            } else if self.waiting_now(state) < queue {
                 (state + WAITER, Entry::Queued)
             } else {
                 return Entry::Full;
@@ -359,6 +377,8 @@ impl Bulkhead {
     }
 
     /// Gives a slot back: to the first waiter if anyone waits, else to the free slots.
+    /// A slot for a waiter is counted in `handed` before the waiter can claim it: in
+    /// between, the queue reads one shorter, never one longer, than it is.
     fn release(&self) {
         let mut state = self.state.load(Ordering::Acquire);
         while waiting(state) == 0 {
@@ -372,6 +392,7 @@ impl Bulkhead {
                 Err(now) => state = now,
             }
         }
+        self.handed.fetch_add(1, Ordering::AcqRel);
         self.queue.add_permits(1);
     }
 }
@@ -569,6 +590,38 @@ mod tests {
         assert_eq!((b.in_use(), b.queued()), (0, 0));
     }
 
+    /// Regression: a slot handed to the first waiter, whose task has not run yet, left
+    /// that waiter counted in the queue, so a caller in the same instant found the
+    /// queue full and was turned away, though the waiter had left the queue for the
+    /// slot. It queues behind it.
+    #[test]
+    fn a_waiter_handed_a_slot_has_left_the_queue() {
+        let b = Bulkhead::new(BulkheadConfig::new(1, 1));
+        let holder = b.try_now().unwrap();
+        let mut first: Waiting<'_> = Box::pin(b.acquire());
+        assert!(poll_once(&mut first).is_pending());
+        drop(holder); // handed to `first`, which has not run since
+        assert_eq!((b.in_use(), b.queued()), (1, 0));
+        let mut next: Waiting<'_> = Box::pin(b.acquire());
+        assert!(poll_once(&mut next).is_pending(), "queued, not turned away");
+        assert_eq!(b.queued(), 1);
+        // A third caller finds the queue full: its one place is taken.
+        let mut third: Waiting<'_> = Box::pin(b.acquire());
+        assert!(matches!(
+            poll_once(&mut third),
+            Poll::Ready(Err(BulkheadRejection::QueueFull))
+        ));
+        // In order: the first waiter has the slot, the next one gets it after.
+        let Poll::Ready(Ok(permit)) = poll_once(&mut first) else {
+            panic!("the first waiter holds the slot");
+        };
+        assert!(poll_once(&mut next).is_pending());
+        drop(permit);
+        assert!(matches!(poll_once(&mut next), Poll::Ready(Ok(_))));
+        drop((first, next, third));
+        assert_eq!((b.in_use(), b.queued()), (0, 0));
+    }
+
     #[test]
     fn granted_then_dropped_waiter_returns_the_permit() {
         let b = Bulkhead::new(BulkheadConfig::new(1, 2));
@@ -722,6 +775,8 @@ mod tests {
             DropPermit(usize),
             DropWaiter(usize),
             PollWaiters,
+            /// What a plain call's first attempt does: a slot now, or none.
+            TryNow,
         }
 
         fn op() -> impl Strategy<Value = Op> {
@@ -730,6 +785,7 @@ mod tests {
                 2 => any::<usize>().prop_map(Op::DropPermit),
                 2 => any::<usize>().prop_map(Op::DropWaiter),
                 1 => Just(Op::PollWaiters),
+                1 => Just(Op::TryNow),
             ]
         }
 
@@ -776,16 +832,24 @@ mod tests {
                             }
                             waiters = still;
                         }
+                        Op::TryNow => match b.try_now() {
+                            Some(p) => permits.push(p),
+                            // Never turned away while a slot is free or parked.
+                            None => prop_assert_eq!(b.in_use(), concurrency),
+                        },
                         _ => {}
                     }
                     prop_assert!(b.in_use() <= concurrency);
                     prop_assert!(b.queued() <= queue);
-                    prop_assert_eq!(b.queued() as usize, waiters.len());
                     prop_assert!(permits.len() <= concurrency as usize);
                     // In use: the permits held, and at most the waiters granted one
                     // they have not yet seen.
                     prop_assert!(b.in_use() as usize >= permits.len());
                     prop_assert!(b.in_use() as usize <= permits.len() + waiters.len());
+                    // Every waiter is either still in the queue or granted a slot it
+                    // has not yet seen (in use, not queued).
+                    let granted = b.in_use() as usize - permits.len();
+                    prop_assert_eq!(b.queued() as usize + granted, waiters.len());
                 }
                 drop(waiters);
                 drop(permits);
