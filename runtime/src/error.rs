@@ -383,10 +383,10 @@ impl ApiError {
     }
 
     /// The status of the response the error is about: an error response's, or the
-    /// status of an answer that could not be decoded ([`ErrorKind::Decode`],
-    /// [`ErrorKind::UnexpectedContentType`]). `None` when no response is at fault (a
-    /// timeout, a connection error, a policy's refusal); to tell an error status
-    /// from a decode error, ask [`kind`](ApiError::kind).
+    /// status of an answer that could not be used ([`ErrorKind::Decode`],
+    /// [`ErrorKind::UnexpectedContentType`], [`ErrorKind::BodyTooLarge`]). `None` when
+    /// no response is at fault (a timeout, a connection error, a policy's refusal); to
+    /// tell an error status from the others, ask [`kind`](ApiError::kind).
     ///
     /// ```
     /// # use resilient_api::testing::{ScriptedTransport, Step};
@@ -756,6 +756,16 @@ impl ApiError {
     }
 }
 
+/// At most the first `max_chars` characters of `text`, the server's words quoted in an
+/// error's message, with `...` when cut: a hostile server's header is copied into
+/// every log that shows the error, so it is never copied whole.
+pub(crate) fn excerpt(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
 impl fmt::Display for ApiError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let i = &self.inner;
@@ -815,6 +825,17 @@ mod tests {
     use super::*;
 
     fn assert_send_sync<T: Send + Sync + 'static>() {}
+
+    #[test]
+    fn an_excerpt_cuts_at_a_character_and_says_so() {
+        assert_eq!(excerpt("text/html", 40), "text/html");
+        assert_eq!(excerpt("abcdef", 6), "abcdef");
+        assert_eq!(excerpt("abcdefg", 6), "abcdef...");
+        // Counted in characters, cut between them: never inside a UTF-8 sequence.
+        assert_eq!(excerpt("café au lait", 4), "café...");
+        assert_eq!(excerpt("", 0), "");
+        assert_eq!(excerpt("x", 0), "...");
+    }
 
     #[test]
     fn error_is_send_sync_and_small() {

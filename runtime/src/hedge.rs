@@ -376,10 +376,12 @@ impl Call<'_> {
                 return last;
             }
             let Failure {
-                error,
+                mut error,
                 retryable,
                 server_wait,
             } = last;
+            // The source of the round's error: named as a retried call's is.
+            self.stamp(&mut error);
             let mut wrapped = ApiError::new(ErrorKind::AllHedgesFailed)
                 .with_message(format!("{answered} hedged attempts"));
             if let (Some(status), Some(headers), Some(body)) = (
@@ -404,7 +406,10 @@ impl Call<'_> {
             // source.
             (Some(rejection), failure) => Err(Failure {
                 error: match failure {
-                    Some(f) => rejection.with_source(f.error),
+                    Some(mut f) => {
+                        self.stamp(&mut f.error);
+                        rejection.with_source(f.error)
+                    }
                     None => rejection,
                 },
                 retryable: false,

@@ -829,6 +829,14 @@ impl Call<'_> {
         }
     }
 
+    /// Names the endpoint and the attempts so far on an error that is about to be
+    /// shown to a hook or become another error's source, as the call's end does for
+    /// the error it returns.
+    pub(crate) fn stamp(&self, error: &mut ApiError) {
+        error.set_endpoint(self.ep.spec.name);
+        error.set_attempts(self.attempts.load(Ordering::Relaxed));
+    }
+
     /// The `CircuitOpen` that ends the call now when the breaker will still refuse at
     /// `at`, the end of a wait (`when` names it): it says until when.
     pub(crate) fn still_open(&self, at: Instant, now: Instant, when: &str) -> Option<ApiError> {
@@ -882,8 +890,7 @@ impl Call<'_> {
         }
         // From here the failure is shown to the hooks, or becomes the source of a
         // refusal: stamped now, as the call's end stamps the error it returns.
-        error.set_endpoint(spec.name);
-        error.set_attempts(self.attempts.load(Ordering::Relaxed));
+        self.stamp(&mut error);
         if let Some(predicate) = &self.inner.hooks.retry_predicate {
             match predicate(&error) {
                 Ok(true) => {}
@@ -1233,7 +1240,7 @@ impl Call<'_> {
                 return Err(Failure::fatal(
                     ApiError::new(ErrorKind::Redirect).with_message(format!(
                         "a redirect to a `{}:` URL was refused",
-                        next.scheme()
+                        crate::error::excerpt(next.scheme(), 40)
                     )),
                 ));
             }
@@ -1429,7 +1436,7 @@ impl Call<'_> {
                 endpoint: spec.name,
                 attempts: self.attempts.load(Ordering::Relaxed),
             }),
-            Some(ReadError::TooLarge) => Err(Failure::fatal(too_large(self.limit()))),
+            Some(ReadError::TooLarge) => Err(Failure::fatal(too_large(self.limit(), status))),
             Some(ReadError::Transport(e)) => {
                 Err(self.sent_then_failed(Some("the response body was cut short"), e))
             }
@@ -1549,7 +1556,7 @@ where
                     && len > limit
                 {
                     this.state = ExchangeState::Done;
-                    return Poll::Ready(Err(Failure::fatal(too_large(limit))));
+                    return Poll::Ready(Err(Failure::fatal(too_large(limit, status))));
                 }
                 if call.streaming {
                     this.state = ExchangeState::Done;
@@ -1675,9 +1682,13 @@ fn polled_after_end() -> ApiError {
     ApiError::new(ErrorKind::InvalidRequest).with_message("an attempt was polled after it ended")
 }
 
+/// A body over `limit`, in a response of `status`.
 #[cold]
-fn too_large(limit: u64) -> ApiError {
-    ApiError::new(ErrorKind::BodyTooLarge).with_message(format!("the limit is {limit} bytes"))
+fn too_large(limit: u64, status: StatusCode) -> ApiError {
+    let mut e =
+        ApiError::new(ErrorKind::BodyTooLarge).with_message(format!("the limit is {limit} bytes"));
+    e.set_status(status.as_u16());
+    e
 }
 
 fn content_length(headers: &HeaderMap) -> Option<u64> {

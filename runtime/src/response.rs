@@ -474,7 +474,9 @@ impl ResponseStream {
             Ok(Some(Ok(bytes))) => {
                 self.read = self.read.saturating_add(bytes.len() as u64);
                 if self.read > self.limit {
-                    return Err(self.fail(ErrorKind::BodyTooLarge, "streamed body over the limit"));
+                    let mut e = self.fail(ErrorKind::BodyTooLarge, "streamed body over the limit");
+                    e.set_status(self.status.as_u16());
+                    return Err(e);
                 }
                 Ok(Some(bytes))
             }
@@ -558,10 +560,8 @@ fn text_from(body: &[u8], headers: &HeaderMap) -> Result<String, String> {
             let encoding = match label {
                 None => encoding_rs::UTF_8,
                 Some(label) => encoding_rs::Encoding::for_label(label).ok_or_else(|| {
-                    let label = String::from_utf8_lossy(label);
-                    let shown: String = label.chars().take(40).collect();
-                    let cut = if shown.len() < label.len() { "..." } else { "" };
-                    format!("an unknown charset \"{shown}{cut}\"")
+                    let shown = crate::error::excerpt(&String::from_utf8_lossy(label), 40);
+                    format!("an unknown charset \"{shown}\"")
                 })?,
             };
             (encoding, body)
@@ -619,10 +619,12 @@ fn decode_failure(
     len: usize,
     what: String,
 ) -> ApiError {
-    let ct = headers
-        .get(http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("none");
+    // As the server sent it, bytes that are not text shown as such, and cut: a
+    // content type the server made long is not copied whole into every log.
+    let ct = headers.get(http::header::CONTENT_TYPE).map_or_else(
+        || "none".to_owned(),
+        |v| crate::error::excerpt(&String::from_utf8_lossy(v.as_bytes()), 100),
+    );
     let mut e =
         ApiError::new(kind).with_message(format!("{what} (content type {ct}, {len} bytes)"));
     e.set_status(status.as_u16());
