@@ -242,8 +242,9 @@ pub enum Outcome {
     Success,
     /// A transport error, a timeout or a 5xx.
     Failure,
-    /// A 4xx, a decode error or a cancellation: counts as nothing, but releases a
-    /// half-open probe slot.
+    /// A 4xx, a body over the size limit or a cancellation: counts as nothing, but
+    /// releases a half-open probe slot. (A 2xx that the client then cannot decode is
+    /// a [`Success`](Outcome::Success): the upstream answered.)
     Ignored,
 }
 
