@@ -1048,12 +1048,16 @@ impl<C: GeneratedClient> ClientBuilder<C> {
     /// Redirects followed per attempt at most (default 10; 0 turns them off).
     ///
     /// A 301, 302, 303, 307 or 308 with a `Location` is followed, to an `http` or
-    /// `https` URL only, and never from `https` down to `http`. A 307 or 308 sends the
-    /// same method and body again; the others turn any method but GET and HEAD into a
-    /// bodiless GET, as reqwest does. Once a redirect leaves the origin, credential and
-    /// secret headers are dropped. A `Location` in raw UTF-8 is followed to the URL it
-    /// encodes to, as browsers follow it; one that is not UTF-8 is an error. Other 3xx
-    /// statuses are answers, handed to the method as they are.
+    /// `https` URL only, and never from `https` down to `http`. As RFC 9110 and the
+    /// Fetch standard have it, a 303 turns any method but HEAD into a bodiless GET, a
+    /// 301 or 302 does so for a POST only, and every other case (a 307 or 308, a PUT,
+    /// PATCH or DELETE answered 301 or 302) sends the same method and body again: a
+    /// write is never replaced by a GET whose answer would pass for the write's
+    /// (reqwest turns every method into a GET on a 301 or 302). Once a redirect leaves
+    /// the origin, credential and secret headers are dropped. A `Location` in raw UTF-8
+    /// is followed to the URL it encodes to, as browsers follow it; one that is not
+    /// UTF-8 is an error. Other 3xx statuses are answers, handed to the method as they
+    /// are.
     ///
     /// ```
     /// # use resilient_api::testing::{ScriptedTransport, Step};
@@ -1211,7 +1215,10 @@ impl<C: GeneratedClient> ClientBuilder<C> {
         self
     }
 
-    /// Decide whether a retryable failure is retried (it can only say no).
+    /// Decide whether a retryable failure is retried (it can only say no). Asked
+    /// before each retry, and before a hedge that would send the request again once
+    /// every branch sent has failed: a no there ends the round, and the call, with that
+    /// failure.
     ///
     /// ```
     /// # use resilient_api::testing::{ScriptedTransport, Step};

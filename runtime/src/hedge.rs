@@ -336,9 +336,28 @@ impl Call<'_> {
                         asked_to_wait = Some((at, failure));
                     }
                 }
-                Err(failure) => {
+                Err(mut failure) => {
                     if let Some(v) = verdict {
                         failed.hold(v);
+                    }
+                    // Every branch sent has failed: the next hedge would send the
+                    // request again after a failure, as a retry would, so the retry
+                    // predicate has its say first. A no is final: the round ends with
+                    // this failure, which the loop then does not retry either.
+                    if branches.is_empty() && next_launch.is_some() {
+                        match self.may_resend(&mut failure.error) {
+                            Ok(true) => {}
+                            Ok(false) => {
+                                next_launch = None;
+                                failure.retryable = false;
+                            }
+                            Err(hook) => {
+                                for v in failed.0.drain(..) {
+                                    v.record();
+                                }
+                                return Err(Failure::fatal(hook));
+                            }
+                        }
                     }
                     last = Some(failure);
                     if branches.is_empty() {

@@ -200,7 +200,7 @@ pub(crate) struct Failure {
 }
 
 impl Failure {
-    fn fatal(error: ApiError) -> Self {
+    pub(crate) fn fatal(error: ApiError) -> Self {
         Failure {
             error,
             retryable: false,
@@ -829,6 +829,22 @@ impl Call<'_> {
         }
     }
 
+    /// Whether the retry predicate lets the request be sent again after `error` (yes
+    /// when there is none): asked before a retry, and before a hedge that would
+    /// follow only failed branches. `error` is stamped first, as the predicate sees
+    /// it; a predicate that fails ends the call with a `Hook` error.
+    pub(crate) fn may_resend(&self, error: &mut ApiError) -> Result<bool, ApiError> {
+        self.stamp(error);
+        let Some(predicate) = &self.inner.hooks.retry_predicate else {
+            return Ok(true);
+        };
+        predicate(error).map_err(|e| {
+            ApiError::new(ErrorKind::Hook)
+                .with_message("the retry predicate failed")
+                .with_source(e)
+        })
+    }
+
     /// Names the endpoint and the attempts so far on an error that is about to be
     /// shown to a hook or become another error's source, as the call's end does for
     /// the error it returns.
@@ -890,17 +906,10 @@ impl Call<'_> {
         }
         // From here the failure is shown to the hooks, or becomes the source of a
         // refusal: stamped now, as the call's end stamps the error it returns.
-        self.stamp(&mut error);
-        if let Some(predicate) = &self.inner.hooks.retry_predicate {
-            match predicate(&error) {
-                Ok(true) => {}
-                Ok(false) => return Err(error),
-                Err(e) => {
-                    return Err(ApiError::new(ErrorKind::Hook)
-                        .with_message("the retry predicate failed")
-                        .with_source(e));
-                }
-            }
+        match self.may_resend(&mut error) {
+            Ok(true) => {}
+            Ok(false) => return Err(error),
+            Err(hook) => return Err(hook),
         }
         let computed = backoff
             .get_or_insert_with(|| Box::new(retry.backoff.iter(self.inner.jitter.clone())))
@@ -1209,8 +1218,8 @@ impl Call<'_> {
         // The URL of the request in flight: the prepared one until a redirect.
         let mut hop_url: Option<Url> = None;
         let mut crossed = false;
-        // Once a hop has dropped the body (a 301, 302 or 303), a later 307 or 308
-        // repeats that bodiless request, not the original one.
+        // Once a hop has dropped the body (a 303, or a POST's 301 or 302), a later 307
+        // or 308 repeats that bodiless request, not the original one.
         let mut body_dropped = false;
         loop {
             if !is_followed(response.status) || self.inner.max_redirects == 0 {
@@ -1252,10 +1261,17 @@ impl Call<'_> {
             }
             let status = response.status;
             drop(response);
-            let keep_method = matches!(
-                status,
-                StatusCode::TEMPORARY_REDIRECT | StatusCode::PERMANENT_REDIRECT
-            );
+            // What the next hop sends, as RFC 9110 and the Fetch standard have it: a
+            // 303 turns any method but HEAD into a bodiless GET; a 301 or 302 does so
+            // for a POST only, as user agents have long done; anything else (a 307 or
+            // 308, or a PUT, PATCH or DELETE answered 301 or 302) sends the same
+            // method and body again, never a GET in place of a write.
+            let to_get = match status {
+                StatusCode::SEE_OTHER => method != Method::HEAD,
+                StatusCode::MOVED_PERMANENTLY | StatusCode::FOUND => method == Method::POST,
+                _ => false,
+            };
+            let keep_method = !to_get;
             if keep_method && was_stream {
                 return Err(Failure::fatal(
                     ApiError::new(ErrorKind::Redirect).with_message(
@@ -1265,11 +1281,9 @@ impl Call<'_> {
             }
             crossed |= url.origin() != next.origin();
             let mut headers = prepared.headers.clone().unwrap_or_default();
-            if !keep_method {
+            if to_get {
                 body_dropped = true;
-                if method != Method::GET && method != Method::HEAD {
-                    method = Method::GET;
-                }
+                method = Method::GET;
             }
             let body = if body_dropped || prepared.body.is_empty() {
                 RequestBody::Empty

@@ -1,621 +1,309 @@
-//! Review: retries, idempotency keys, user hooks and request bodies.
+//! Review of retries, idempotency keys, user hooks and request bodies: how each
+//! outcome is classified by method, what a redirect does to a write, whether the
+//! retry predicate governs a hedge sent after a failure, and what a failing hook
+//! leaves behind in a hedged round.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use resilient_api::client::RetryEvent;
-use resilient_api::testing::{ScriptedTransport, Step};
+use bytes::Bytes;
+use resilient_api::retry::budget::BudgetConfig;
+use resilient_api::testing::{RecordedRequest, ScriptedTransport, Step};
 use resilient_api::transport::HttpRequest;
-use resilient_api::{ApiError, BodyStream, ErrorKind, resilient_api};
+use resilient_api::{ApiError, ErrorKind, resilient_api};
 use tests::{Clock, assert_nothing_leaked, ms, scripted, scripted_builder};
 
+/// One retry 20 ms after a failure (the default retry set), one endpoint per way of
+/// being (or not being) idempotent.
 #[resilient_api(
     timeout(attempt = "1s"),
-    retry(max = 2, backoff = fixed(delay = "20ms"))
+    retry(max = 1, backoff = fixed(delay = "20ms"))
 )]
-pub trait Rv {
-    #[post("/keyed")]
+pub trait Review {
+    /// Keyed under a header of its own name.
+    #[post("/charges")]
     #[idempotency_key("X-Key")]
-    async fn keyed_x(&self, #[body] v: &serde_json::Value) -> Result<String, ApiError>;
+    async fn keyed(&self, #[body] charge: &serde_json::Value) -> Result<String, ApiError>;
 
-    #[post("/keyed2")]
+    /// Keyed under a header of its own name, and hedged.
+    #[post("/charges/hedged")]
     #[idempotency_key("X-Key")]
-    async fn keyed_x_caller(
-        &self,
-        #[header("X-Key")] key: Option<&str>,
-        #[body(form)] f: &[(&str, &str)],
-    ) -> Result<String, ApiError>;
+    #[hedge(delay = "10ms", max = 2)]
+    async fn keyed_hedged(&self, #[body(form)] form: &[(&str, &str)]) -> Result<String, ApiError>;
 
-    #[post("/keyed3")]
-    #[idempotency_key]
-    async fn keyed(&self, #[body(raw)] b: &[u8]) -> Result<String, ApiError>;
-
-    #[post("/caller")]
-    async fn caller_key(
-        &self,
-        #[header("Idempotency-Key")] key: &str,
-        #[body(raw)] b: &[u8],
-    ) -> Result<String, ApiError>;
-
-    #[post("/plain")]
-    async fn plain(&self, #[body(raw)] b: &[u8]) -> Result<String, ApiError>;
-
-    #[post("/idem")]
+    /// Declared safe to repeat.
+    #[post("/declared")]
     #[idempotent]
-    async fn idem(&self, #[body(raw)] b: &[u8]) -> Result<String, ApiError>;
+    async fn declared(&self, #[body(raw)] payload: &[u8]) -> Result<String, ApiError>;
 
+    /// A plain POST: may not run twice.
+    #[post("/plain")]
+    async fn plain(&self, #[body(raw)] payload: &[u8]) -> Result<String, ApiError>;
+
+    /// A plain PATCH: may not run twice.
     #[patch("/patch")]
-    async fn patch(&self, #[body] v: &serde_json::Value) -> Result<String, ApiError>;
+    async fn patch(&self, #[body] change: &serde_json::Value) -> Result<String, ApiError>;
 
-    #[put("/put")]
-    async fn put(&self, #[body(raw)] b: &[u8]) -> Result<String, ApiError>;
+    #[put("/doc")]
+    async fn put(&self, #[body(raw)] doc: &[u8]) -> Result<String, ApiError>;
 
-    #[delete("/del")]
-    async fn del(&self) -> Result<String, ApiError>;
+    #[delete("/doc")]
+    async fn delete(&self) -> Result<String, ApiError>;
 
-    #[get("/get")]
+    #[get("/doc")]
     async fn get(&self) -> Result<String, ApiError>;
 
-    #[get("/get500")]
-    #[retry(on = [500])]
-    async fn get500(&self) -> Result<String, ApiError>;
+    /// The same, with two retries.
+    #[get("/doc")]
+    #[retry(max = 2)]
+    async fn get_twice(&self) -> Result<String, ApiError>;
 
-    #[get("/hedged")]
+    #[get("/search")]
     #[hedge(delay = "10ms", max = 2)]
-    async fn hedged(&self) -> Result<String, ApiError>;
-
-    #[post("/keyed_hedged")]
-    #[idempotency_key]
-    #[hedge(delay = "10ms", max = 2)]
-    async fn keyed_hedged(&self, #[body(raw)] b: &[u8]) -> Result<String, ApiError>;
-
-    #[get("/co")]
-    #[coalesce]
-    async fn co(&self) -> Result<String, ApiError>;
-
-    #[put("/up")]
-    #[retry(max = 0)]
-    async fn up(&self, #[body(stream)] s: BodyStream) -> Result<String, ApiError>;
+    async fn search(&self) -> Result<String, ApiError>;
 }
 
-fn outcome(k: usize) -> Step {
-    match k {
-        0 => Step::connect_error(),
-        1 => Step::reset(),
-        2 => Step::hang(),
-        3 => Step::status(200).chunks([(ms(1), "par")]).cut_after(ms(5)),
-        4 => Step::status(503),
-        5 => Step::status(500),
-        6 => Step::status(404),
-        _ => unreachable!(),
-    }
-}
-
-#[tokio::test(start_paused = true)]
-async fn explore_matrix() {
-    let names = ["connect", "reset", "timeout", "cut", "503", "500", "404"];
-    let mut out = String::new();
-    for m in 0..11 {
-        let mut row = String::new();
-        for k in 0..7 {
-            let t = ScriptedTransport::new([outcome(k), Step::status(200).body("ok")]);
-            let api: RvClient = scripted(&t);
-            let v = serde_json::json!({"a": 1});
-            let r = match m {
-                0 => api.keyed_x(&v).await,
-                1 => api.keyed_x_caller(Some("k"), &[("a", "b")]).await,
-                2 => api.keyed(b"x").await,
-                3 => api.caller_key("k", b"x").await,
-                4 => api.plain(b"x").await,
-                5 => api.idem(b"x").await,
-                6 => api.patch(&v).await,
-                7 => api.put(b"x").await,
-                8 => api.del().await,
-                9 => api.get().await,
-                10 => api.get500().await,
-                _ => unreachable!(),
-            };
-            let _ = r;
-            row.push_str(&format!("{}={} ", names[k], t.attempts()));
-        }
-        out.push_str(&format!("m{m}: {row}\n"));
-    }
-    println!("{out}");
-}
-
-fn hv(r: &resilient_api::testing::RecordedRequest, name: &str) -> Vec<String> {
-    r.headers
-        .get_all(name)
-        .iter()
-        .map(|v| v.to_str().unwrap().to_owned())
-        .collect()
-}
-
-#[tokio::test(start_paused = true)]
-async fn explore_keys() {
-    let t = ScriptedTransport::new([
-        Step::status(503),
-        Step::reset(),
-        Step::status(200).body("ok"),
-        Step::status(503),
-        Step::status(200).body("ok"),
-        Step::status(503),
-        Step::status(200).body("ok"),
-        Step::status(503),
-        Step::status(200).body("ok"),
-    ]);
-    let api: RvClient = scripted(&t);
-    let v = serde_json::json!({"a": "é", "b": [1,2]});
-    api.keyed_x(&v).await.unwrap();
-    api.keyed_x_caller(Some("mine"), &[("a", "b c"), ("é", "&")])
-        .await
-        .unwrap();
-    api.keyed_x_caller(None, &[("a", "b c")]).await.unwrap();
-    api.keyed(b"").await.unwrap();
-    for r in t.requests() {
-        println!(
-            "{} {} x-key={:?} idem={:?} ct={:?} body={:?}",
-            r.method,
-            r.url,
-            hv(&r, "x-key"),
-            hv(&r, "idempotency-key"),
-            hv(&r, "content-type"),
-            r.body
-        );
-    }
-}
-
-#[tokio::test(start_paused = true)]
-async fn explore_hedge_keys() {
-    let t = ScriptedTransport::new([
-        Step::status(200).body("slow").delay(ms(50)),
-        Step::status(200).body("fast").delay(ms(5)),
-    ]);
-    let api: RvClient = scripted(&t);
-    let r = api.keyed_hedged(b"abc").await;
-    println!("{r:?}");
-    for r in t.requests() {
-        println!(
-            "{:?} {} {} idem={:?} ct={:?} body={:?}",
-            r.at,
-            r.method,
-            r.url,
-            hv(&r, "idempotency-key"),
-            hv(&r, "content-type"),
-            r.body
-        );
-    }
-}
-
-#[tokio::test(start_paused = true)]
-async fn explore_redirects() {
-    for status in [301u16, 302, 303, 307, 308] {
-        let t = ScriptedTransport::new([
-            Step::status(status).header("location", "/next"),
-            Step::status(503),
-            Step::status(status).header("location", "/next"),
-            Step::status(200).body("ok"),
-        ]);
-        let api: RvClient = scripted(&t);
-        let r = api.keyed(b"abc").await;
-        println!("{status}: {r:?}");
-        for r in t.requests() {
-            println!(
-                "  {:?} {} {} idem={:?} ct={:?} body={:?}",
-                r.at,
-                r.method,
-                r.url,
-                hv(&r, "idempotency-key"),
-                hv(&r, "content-type"),
-                r.body
-            );
-        }
-    }
-}
-
-fn fail_on(
+/// A middleware that fails on its `n`th use and lets every other pass.
+fn fails_on_use(
     n: usize,
-    panic: bool,
 ) -> impl Fn(&mut HttpRequest) -> Result<(), resilient_api::error::BoxError> + Send + Sync + 'static
 {
     let uses = Arc::new(AtomicUsize::new(0));
-    move |_r: &mut HttpRequest| {
-        let i = uses.fetch_add(1, Ordering::SeqCst) + 1;
-        if i == n {
-            if panic {
-                panic!("mw panicked");
-            }
-            return Err("mw failed".into());
+    move |_req: &mut HttpRequest| {
+        if uses.fetch_add(1, Ordering::SeqCst) + 1 == n {
+            return Err("no token to sign with".into());
         }
         Ok(())
     }
 }
 
+fn header_values(r: &RecordedRequest, name: &str) -> Vec<String> {
+    r.headers
+        .get_all(name)
+        .iter()
+        .map(|v| v.to_str().expect("a text header").to_owned())
+        .collect()
+}
+
+/// Regression: a 301 or 302 answer to a PUT, PATCH or DELETE turned it into a bodiless
+/// GET of the new location (as reqwest does), and the GET's 200 was handed back as the
+/// write's success. RFC 9110 §15.4.2/§15.4.3 and the Fetch standard let a client change
+/// the method of a 301/302 only from POST to GET; only a 303 turns any method into a
+/// GET. The server said "this resource moved", the write never ran anywhere, and the
+/// caller was told `Ok` with the old document as the PUT's answer (a DELETE reported
+/// done). The same method and bytes now go to `/moved`.
 #[tokio::test(start_paused = true)]
-async fn explore_hedge_mw() {
-    for panic in [false, true] {
-        let t = ScriptedTransport::new([Step::status(200).body("slow").delay(ms(50))]);
-        let api = scripted_builder::<RvClient>(&t)
-            .middleware(fail_on(2, panic))
-            .build()
-            .unwrap();
-        let clock = Clock::start();
-        let a = api.clone();
-        let r =
-            tokio::spawn(async move { a.hedged().await.map_err(|e| (e.kind(), e.to_string())) })
-                .await;
-        println!(
-            "panic={panic}: {:?} at {} attempts={} inflight={}",
-            r.as_ref().map_err(|e| e.is_panic()),
-            clock.now_ms(),
-            t.attempts(),
-            t.in_flight()
-        );
-        t.push([Step::status(200).body("ok")]);
-        println!("  follow: {:?}", api.hedged().await);
-    }
-}
-
-#[tokio::test(start_paused = true)]
-async fn explore_coalesce_hooks() {
-    for which in 0..4 {
-        let t = ScriptedTransport::new([Step::status(503).delay(ms(5))]);
-        let b = scripted_builder::<RvClient>(&t);
-        let b = match which {
-            0 => b.middleware(fail_on(2, false)),
-            1 => b.retry_predicate(|_| Err("pred failed".into())),
-            2 => b.on_retry(|_| Err("on_retry failed".into())),
-            _ => b.retry_predicate(|_| Ok(false)),
-        };
-        let api = b.build().unwrap();
-        let clock = Clock::start();
-        let hs: Vec<_> = (0..2)
-            .map(|_| {
-                let a = api.clone();
-                tokio::spawn(async move {
-                    let r = a.co().await.map_err(|e| {
-                        (
-                            e.kind(),
-                            e.to_string(),
-                            e.attempts(),
-                            std::error::Error::source(&e).map(|s| s.to_string()),
-                        )
-                    });
-                    (r, Clock::start())
-                })
-            })
-            .collect();
-        for h in hs {
-            let (r, _) = h.await.unwrap();
-            println!("which={which}: {r:?} at {}", clock.now_ms());
-        }
-        println!("  attempts={}", t.attempts());
-        t.push([Step::status(200).body("ok")]);
-        println!("  follow: {:?}", api.co().await);
-    }
-}
-
-#[tokio::test(start_paused = true)]
-async fn explore_on_retry_hedged() {
-    let t = ScriptedTransport::new([
-        Step::status(503).delay(ms(15)),
-        Step::status(503).delay(ms(10)),
-        Step::status(503).delay(ms(5)),
-        Step::status(502).delay(ms(30)),
-        Step::status(200).body("ok"),
-    ]);
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let s = seen.clone();
-    let api = scripted_builder::<RvClient>(&t)
-        .on_retry(move |ev: &RetryEvent<'_>| {
-            s.lock().unwrap().push((
-                ev.attempt,
-                ev.wait,
-                ev.error.kind(),
-                ev.error.status(),
-                ev.error.attempts(),
-            ));
-            Ok(())
-        })
-        .build()
-        .unwrap();
-    let clock = Clock::start();
-    let r = api.hedged().await;
-    println!("{r:?} at {} times={:?}", clock.now_ms(), t.dispatch_times());
-    println!("{:?}", seen.lock().unwrap());
-}
-
-#[tokio::test(start_paused = true)]
-async fn explore_redirect_mw() {
-    for panic in [false, true] {
-        let t = ScriptedTransport::new([
-            Step::status(307).header("location", "/next"),
-            Step::status(200).body("ok"),
-        ]);
-        let api = scripted_builder::<RvClient>(&t)
-            .middleware(fail_on(2, panic))
-            .build()
-            .unwrap();
-        let a = api.clone();
-        let r =
-            tokio::spawn(async move { a.get().await.map_err(|e| (e.kind(), e.to_string())) }).await;
-        println!(
-            "panic={panic}: {:?} attempts={} inflight={}",
-            r.as_ref().map_err(|e| e.is_panic()),
-            t.attempts(),
-            t.in_flight()
-        );
-        t.push([Step::status(200).body("ok")]);
-        println!("  follow: {:?}", api.get().await);
-    }
-}
-
-#[resilient_api(
-    timeout(attempt = "1s"),
-    retry(max = 2, backoff = fixed(delay = "20ms"), on = [503]),
-    breaker(failures = 1, reset = "100ms"),
-)]
-pub trait Probe {
-    #[get("/p")]
-    async fn p(&self) -> Result<String, ApiError>;
-    #[get("/h")]
-    #[hedge(delay = "10ms", max = 2)]
-    async fn h(&self) -> Result<String, ApiError>;
-}
-
-#[resilient_api(
-    timeout(attempt = "1s"),
-    retry(max = 2, backoff = fixed(delay = "20ms"), on = [503]),
-    rate_limit(per_second = 1, burst = 1),
-)]
-pub trait Limited {
-    #[get("/l")]
-    async fn l(&self) -> Result<String, ApiError>;
-}
-
-#[tokio::test(start_paused = true)]
-async fn explore_budget_mw() {
-    use resilient_api::retry::budget::BudgetConfig;
-    for (which, panic) in [(0, false), (0, true), (1, false), (1, true)] {
-        let t = ScriptedTransport::new([Step::status(503).delay(ms(1))]);
-        let api = scripted_builder::<RvClient>(&t)
-            .retry_budget(Some(BudgetConfig {
-                ttl: std::time::Duration::from_secs(10),
-                min_per_sec: 0,
-                retry_ratio: 1.0,
-            }))
-            .middleware(fail_on(2, panic))
-            .build()
-            .unwrap();
-        let a = api.clone();
-        let r = tokio::spawn(async move {
-            if which == 0 {
-                a.get().await
-            } else {
-                a.hedged().await
-            }
-            .map_err(|e| e.kind())
-        })
-        .await;
-        println!(
-            "which={which} panic={panic}: {:?} attempts={}",
-            r.as_ref().map_err(|e| e.is_panic()),
-            t.attempts()
-        );
-        t.push([
-            Step::status(503),
-            Step::status(503),
-            Step::status(200).body("ok"),
-        ]);
-        let before = t.attempts();
-        println!(
-            "  follow: {:?} +{}",
-            api.get().await.map_err(|e| e.kind()),
-            t.attempts() - before
-        );
-    }
-}
-
-#[tokio::test(start_paused = true)]
-async fn explore_probe_mw() {
-    for panic in [false, true] {
-        let t = ScriptedTransport::new([Step::status(500)]);
-        let api = scripted_builder::<ProbeClient>(&t)
-            .middleware(fail_on(2, panic))
-            .build()
-            .unwrap();
-        println!("first {:?}", api.p().await.map_err(|e| e.kind()));
-        tokio::time::sleep(ms(100)).await;
-        let a = api.clone();
-        let r = tokio::spawn(async move { a.p().await.map_err(|e| e.kind()) }).await;
-        println!(
-            "panic={panic}: probe {:?} state={:?}",
-            r.as_ref().map_err(|e| e.is_panic()),
-            api.circuit_state()
-        );
-        t.push([Step::status(200).body("ok")]);
-        println!("  follow: {:?}", api.p().await.map_err(|e| e.kind()));
-    }
-}
-
-#[tokio::test(start_paused = true)]
-async fn explore_token_mw() {
-    for panic in [false, true] {
-        let t = ScriptedTransport::new([]);
-        let api = scripted_builder::<LimitedClient>(&t)
-            .middleware(fail_on(1, panic))
-            .build()
-            .unwrap();
-        let a = api.clone();
-        let r = tokio::spawn(async move { a.l().await.map_err(|e| e.kind()) }).await;
-        println!("panic={panic}: {:?}", r.as_ref().map_err(|e| e.is_panic()));
-        t.push([Step::status(200).body("ok")]);
-        let clock = Clock::start();
-        println!(
-            "  follow: {:?} at {}",
-            api.l().await.map_err(|e| e.kind()),
-            clock.now_ms()
-        );
-    }
-}
-
-#[tokio::test(start_paused = true)]
-async fn explore_301_put_delete() {
-    for status in [301u16, 302, 303] {
+async fn a_put_patch_or_delete_answered_301_or_302_keeps_its_method_and_body() {
+    let mut sent = Vec::new();
+    for status in [301u16, 302] {
         let t = ScriptedTransport::new([
             Step::status(status).header("location", "/moved"),
-            Step::status(200).body("old doc"),
+            Step::status(200).body("stored"),
             Step::status(status).header("location", "/moved"),
-            Step::status(200).body("old doc"),
+            Step::status(200).body("stored"),
             Step::status(status).header("location", "/moved"),
-            Step::status(200).body("{\"a\":0}"),
+            Step::status(200).body("stored"),
         ]);
-        let api: RvClient = scripted(&t);
-        let r1 = api.put(b"new doc").await;
-        let r2 = api.del().await;
-        let r3 = api.patch(&serde_json::json!({"a": 1})).await;
-        println!("{status}: put={r1:?} del={r2:?} patch={r3:?}");
-        for r in t.requests() {
-            println!(
-                "  {} {} ct={:?} body={:?}",
-                r.method,
-                r.url,
-                hv(&r, "content-type"),
-                r.body
-            );
-        }
-    }
-}
-
-#[tokio::test(start_paused = true)]
-async fn explore_last_use() {
-    for which in 0..3 {
-        let t = ScriptedTransport::new([Step::status(503), Step::status(503), Step::status(503)]);
-        let uses = Arc::new(AtomicUsize::new(0));
-        let u = uses.clone();
-        let b = scripted_builder::<RvClient>(&t);
-        let b = match which {
-            0 => b.middleware(fail_on(3, true)),
-            1 => b.on_retry(move |_| {
-                if u.fetch_add(1, Ordering::SeqCst) == 1 {
-                    panic!("last on_retry")
-                }
-                Ok(())
-            }),
-            _ => b.retry_predicate(move |_| {
-                if u.fetch_add(1, Ordering::SeqCst) == 1 {
-                    return Err("last pred".into());
-                }
-                Ok(true)
-            }),
-        };
-        let api = b.build().unwrap();
-        let clock = Clock::start();
-        let a = api.clone();
-        let r = tokio::spawn(async move {
-            a.get()
-                .await
-                .map_err(|e| (e.kind(), e.attempts(), e.to_string()))
-        })
-        .await;
-        println!(
-            "which={which}: {:?} at {} attempts={}",
-            r.as_ref().map_err(|e| e.is_panic()),
-            clock.now_ms(),
-            t.attempts()
-        );
-        t.push([Step::status(200).body("ok")]);
-        println!("  follow: {:?}", api.get().await.map_err(|e| e.kind()));
+        let api: ReviewClient = scripted(&t);
+        assert_eq!(api.put(b"new doc").await.expect("followed"), "stored");
+        let change = serde_json::json!({ "title": "new" });
+        assert_eq!(api.patch(&change).await.expect("followed"), "stored");
+        assert_eq!(api.delete().await.expect("followed"), "stored");
         assert_nothing_leaked(&t);
+        let requests = t.requests();
+        assert_eq!(requests.len(), 6, "{status}");
+        for hop in requests.iter().skip(1).step_by(2) {
+            assert_eq!(hop.url, "https://example.test/moved");
+            sent.push((status, hop.method.to_string(), hop.body.clone()));
+        }
     }
-}
-
-#[tokio::test(start_paused = true)]
-async fn explore_on_retry_hedged_retry_after() {
-    let t = ScriptedTransport::new([
-        Step::status(429).header("retry-after", "1").delay(ms(20)),
-        Step::status(503).delay(ms(40)),
-        Step::status(200).body("ok"),
-    ]);
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let s = seen.clone();
-    let api = scripted_builder::<RvClient>(&t)
-        .on_retry(move |ev: &RetryEvent<'_>| {
-            s.lock().unwrap().push((
-                ev.attempt,
-                ev.wait,
-                ev.error.kind(),
-                ev.error.status(),
-                ev.error.retry_after(),
-            ));
-            Ok(())
+    let expected: Vec<(u16, String, Bytes)> = [301u16, 302]
+        .into_iter()
+        .flat_map(|s| {
+            [
+                (s, "PUT".to_owned(), Bytes::from_static(b"new doc")),
+                (
+                    s,
+                    "PATCH".to_owned(),
+                    Bytes::from_static(br#"{"title":"new"}"#),
+                ),
+                (s, "DELETE".to_owned(), Bytes::new()),
+            ]
         })
-        .build()
-        .unwrap();
-    let clock = Clock::start();
-    let r = api.hedged().await;
-    println!("{r:?} at {} times={:?}", clock.now_ms(), t.dispatch_times());
-    println!("{:?}", seen.lock().unwrap());
+        .collect();
+    assert_eq!(sent, expected, "what each write's redirect hop sent");
 }
 
+/// Regression: the retry predicate ("decides whether a retryable failure is retried
+/// ... it can only say no", client.rs) was bypassed by hedging. The primary fails at
+/// t=3 with a 503 the predicate refuses to retry; nothing else is in flight, so the
+/// hedge due at t=10 would resend the failed request (hedge.rs: "the next is decided
+/// at once, as a retry is when its backoff starts"), yet the predicate was never asked
+/// and the request went out again at t=10. The call now ends at t=3 with the 503, one
+/// dispatch, the predicate asked once.
 #[tokio::test(start_paused = true)]
-async fn explore_predicate_hedge() {
+async fn a_retry_predicate_that_says_no_also_stops_a_hedge_after_the_failure() {
     let t = ScriptedTransport::new([
         Step::status(503).body("down for maintenance").delay(ms(3)),
         Step::status(200).body("ok"),
     ]);
     let asked = Arc::new(AtomicUsize::new(0));
-    let a = asked.clone();
-    let api = scripted_builder::<RvClient>(&t)
-        .retry_predicate(move |_| {
-            a.fetch_add(1, Ordering::SeqCst);
-            Ok(false)
+    let count = asked.clone();
+    let api = scripted_builder::<ReviewClient>(&t)
+        .retry_predicate(move |e: &ApiError| {
+            count.fetch_add(1, Ordering::SeqCst);
+            Ok(e.body_text().as_deref() != Some("down for maintenance"))
         })
         .build()
-        .unwrap();
+        .expect("builds");
     let clock = Clock::start();
-    let r = api.hedged().await;
-    println!(
-        "{r:?} at {} times={:?} asked={}",
-        clock.now_ms(),
-        t.dispatch_times(),
-        asked.load(Ordering::SeqCst)
+    let result = api.search().await;
+    let ended = clock.now_ms();
+    assert_eq!(
+        (
+            result.map_err(|e| (e.kind(), e.status())),
+            ended,
+            t.dispatch_times(),
+            asked.load(Ordering::SeqCst),
+        ),
+        (Err((ErrorKind::Status, Some(503))), 3, vec![ms(0)], 1),
+        "(result, ended at ms, dispatch times, times the predicate was asked)"
     );
+    tests::assert_no_late_dispatch(&t, 1, Duration::from_secs(1)).await;
 }
 
-#[resilient_api(timeout(attempt = "1s"), retry(max = 1, backoff = fixed(delay = "20ms")))]
-pub trait CoHedge {
-    #[get("/ch")]
-    #[coalesce]
-    #[hedge(delay = "10ms", max = 2)]
-    async fn ch(&self) -> Result<String, ApiError>;
-}
-
+/// Pins §3.2 for the after-send outcomes the existing tests leave out: an attempt
+/// timeout and a body cut short are retried on a keyed or declared POST (and a PUT),
+/// never on a plain POST or PATCH; a connect error is retried on every method.
 #[tokio::test(start_paused = true)]
-async fn explore_coalesce_hedge_panic() {
-    for panic in [false, true] {
-        let t = ScriptedTransport::new([Step::status(200).body("slow").delay(ms(50))]);
-        let api = scripted_builder::<CoHedgeClient>(&t)
-            .middleware(fail_on(2, panic))
-            .build()
-            .unwrap();
-        let clock = Clock::start();
-        let hs: Vec<_> = (0..3)
-            .map(|_| {
-                let a = api.clone();
-                tokio::spawn(async move { a.ch().await.map_err(|e| (e.kind(), e.to_string())) })
-            })
-            .collect();
-        for h in hs {
-            let r = h.await;
-            println!(
-                "panic={panic}: {:?} at {}",
-                r.map_err(|e| e.into_panic().downcast_ref::<&str>().copied()),
-                clock.now_ms()
-            );
+async fn after_send_failures_are_retried_only_when_the_method_may_run_twice() {
+    fn outcome(which: &str) -> Step {
+        match which {
+            "connect" => Step::connect_error(),
+            "timeout" => Step::hang(),
+            "cut" => Step::status(200).chunks([(ms(1), "par")]).cut_after(ms(5)),
+            _ => unreachable!(),
         }
-        println!("  attempts={} inflight={}", t.attempts(), t.in_flight());
-        t.push([Step::status(200).body("ok")]);
-        println!("  follow: {:?}", api.ch().await);
     }
+    let mut seen = Vec::new();
+    for method in ["keyed", "declared", "put", "plain", "patch"] {
+        for which in ["connect", "timeout", "cut"] {
+            let t = ScriptedTransport::new([outcome(which), Step::status(200).body("ok")]);
+            let api: ReviewClient = scripted(&t);
+            let change = serde_json::json!({ "n": 1 });
+            let result = match method {
+                "keyed" => api.keyed(&change).await,
+                "declared" => api.declared(b"x").await,
+                "put" => api.put(b"x").await,
+                "plain" => api.plain(b"x").await,
+                _ => api.patch(&change).await,
+            };
+            assert_nothing_leaked(&t);
+            seen.push((method, which, t.attempts(), result.ok()));
+        }
+    }
+    let ok = || Some("ok".to_owned());
+    let expected = vec![
+        ("keyed", "connect", 2, ok()),
+        ("keyed", "timeout", 2, ok()),
+        ("keyed", "cut", 2, ok()),
+        ("declared", "connect", 2, ok()),
+        ("declared", "timeout", 2, ok()),
+        ("declared", "cut", 2, ok()),
+        ("put", "connect", 2, ok()),
+        ("put", "timeout", 2, ok()),
+        ("put", "cut", 2, ok()),
+        ("plain", "connect", 2, ok()),
+        ("plain", "timeout", 1, None),
+        ("plain", "cut", 1, None),
+        ("patch", "connect", 2, ok()),
+        ("patch", "timeout", 1, None),
+        ("patch", "cut", 1, None),
+    ];
+    assert_eq!(seen, expected);
+}
+
+/// Pins the key and the bytes of a keyed, hedged POST under a header name of its own:
+/// both hedges, the retry after both were reset, and that retry's 307 hop carry the
+/// one key and the same form bytes (and no `Idempotency-Key`); the next call has
+/// another key.
+#[tokio::test(start_paused = true)]
+async fn a_keyed_hedged_post_sends_one_key_and_the_same_bytes_everywhere() {
+    let t = ScriptedTransport::new([
+        Step::reset().delay(ms(15)),
+        Step::reset().delay(ms(10)),
+        Step::status(307).header("location", "/charges/again"),
+        Step::status(200).body("charged"),
+        Step::status(200).body("charged"),
+    ]);
+    let api: ReviewClient = scripted(&t);
+    let form = [("amount", "12.50 €"), ("note", "a&b=c")];
+    let clock = Clock::start();
+    assert_eq!(api.keyed_hedged(&form).await.expect("retried"), "charged");
+    assert_eq!(clock.now_ms(), 40);
+    assert_eq!(api.keyed_hedged(&form).await.expect("first try"), "charged");
+    let requests = t.requests();
+    assert_eq!(
+        requests.iter().map(|r| r.at).collect::<Vec<_>>(),
+        [ms(0), ms(10), ms(40), ms(40), ms(40)]
+    );
+    let body = Bytes::from_static(b"amount=12.50+%E2%82%AC&note=a%26b%3Dc");
+    let key = header_values(&requests[0], "x-key");
+    assert_eq!(key.len(), 1, "{key:?}");
+    assert_eq!(key[0].len(), 36, "{key:?}");
+    for r in &requests[..4] {
+        assert_eq!(r.method, http::Method::POST);
+        assert_eq!(header_values(r, "x-key"), key, "{}", r.url);
+        assert!(header_values(r, "idempotency-key").is_empty());
+        assert_eq!(r.body, body, "{}", r.url);
+    }
+    assert_eq!(requests[3].url, "https://example.test/charges/again");
+    let next = header_values(&requests[4], "x-key");
+    assert_eq!(next.len(), 1);
+    assert_ne!(next, key, "a new logical call, a new key");
+    assert_nothing_leaked(&t);
+}
+
+/// Pins S13 for a hedged round: the middleware fails on its second use, the hedge at
+/// t=10, while the primary is still in flight. The call ends then with the hook's
+/// error (one dispatch, the primary dropped), and the budget's payment for the hedge
+/// is given back: with one retry earned per call and no floor, the next call (two
+/// deposits, none spent) can still retry twice (one, had the hedge kept its payment).
+#[tokio::test(start_paused = true)]
+async fn a_middleware_error_on_a_hedge_ends_the_call_and_gives_its_payment_back() {
+    let t = ScriptedTransport::new([Step::status(200).body("slow").delay(ms(50))]);
+    let api = scripted_builder::<ReviewClient>(&t)
+        .retry_budget(Some(BudgetConfig {
+            ttl: Duration::from_secs(10),
+            min_per_sec: 0,
+            retry_ratio: 1.0,
+        }))
+        .middleware(fails_on_use(2))
+        .build()
+        .expect("builds");
+    let clock = Clock::start();
+    let e = api
+        .search()
+        .await
+        .expect_err("the hedge's middleware failed");
+    assert_eq!(
+        (e.kind(), e.attempts(), clock.now_ms()),
+        (ErrorKind::Hook, 1, 10)
+    );
+    assert_eq!(
+        std::error::Error::source(&e).map(ToString::to_string),
+        Some("no token to sign with".to_owned())
+    );
+    tests::assert_no_late_dispatch(&t, 1, Duration::from_secs(1)).await;
+    assert_nothing_leaked(&t);
+    t.push([
+        Step::status(503),
+        Step::status(503),
+        Step::status(200).body("ok"),
+    ]);
+    let clock = Clock::start();
+    assert_eq!(api.get_twice().await.expect("two retries were left"), "ok");
+    assert_eq!((t.attempts(), clock.now_ms()), (4, 40));
+    assert_nothing_leaked(&t);
 }
