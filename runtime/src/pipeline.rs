@@ -1295,6 +1295,17 @@ impl Call<'_> {
                 headers.remove(http::header::CONTENT_LENGTH);
             }
             tracing::debug!(hop = hops, "following redirect");
+            // A hop back to the upstream this partition limits is a request to it like
+            // any other, and takes a token (given back if it is not sent); a hop to
+            // another origin is not this partition's to count.
+            let home = prepared.url(self.inner, self.ep).origin();
+            let token = match &self.ep.partition.rate_limit {
+                Some(rl) if next.origin() == home => Some(Unsent::new(
+                    rl,
+                    rl.acquire(self.wait_limit()).await.map_err(rate_limited)?,
+                )),
+                _ => None,
+            };
             hop_url = Some(next.clone());
             was_stream = false;
             let mut request = HttpRequest {
@@ -1314,12 +1325,11 @@ impl Call<'_> {
                 strip_credentials(&mut request.headers, spec.secrets);
                 strip_secret_query(&mut request.url, spec.secrets);
             }
-            response = self
-                .inner
-                .transport
-                .send(request)
-                .await
-                .map_err(|e| self.hop_failure(e))?;
+            let sending = self.inner.transport.send(request);
+            if let Some(token) = token {
+                token.dispatched();
+            }
+            response = sending.await.map_err(|e| self.hop_failure(e))?;
         }
     }
 

@@ -1,8 +1,9 @@
 //! A rate limiter: a token bucket that lets `burst` attempts through at once and then
 //! one every `1 / per_second` seconds.
 //!
-//! Every attempt takes a token, retries and hedges included, so the limit holds for
-//! what actually reaches the upstream, not for calls. Callers that must wait line up
+//! Every attempt takes a token, retries and hedges included, and so does a redirect
+//! hop back to the same origin, so the limit holds for what actually reaches the
+//! upstream, not for calls. Callers that must wait line up
 //! first come, first served. Waiting is bounded by the call's deadline, and the
 //! decision is made up front: when the next free token would come at or after the
 //! deadline, or in the deadline's own millisecond (tokio's timer wakes on whole
@@ -443,10 +444,25 @@ impl RateLimiter {
         }
     }
 
-    /// When the `nth` token from now (1-based, taken one after another) is free.
+    /// When the `nth` token from now (1-based, taken one after another) is free, at
+    /// the earliest.
+    ///
+    /// With a burst of 1, each waiter takes its token when the millisecond timer wakes
+    /// it, so the tokens after the first come at least a whole number of milliseconds
+    /// apart: the interval rounded up to whole milliseconds. Counted with the bare
+    /// interval, a caller behind another waiter was let in line to wait for a token
+    /// that the rounding then moved into its deadline's own millisecond, and was
+    /// refused only after the wait.
     fn ready_at(&self, now: u128, nth: u64) -> u128 {
+        const MS: u128 = 1_000_000;
         let tat = self.tat.load(Ordering::Acquire).max(now);
-        tat.saturating_add(self.interval.saturating_mul(u128::from(nth)))
+        let apart = if self.config.burst <= 1 {
+            self.interval.div_ceil(MS).saturating_mul(MS)
+        } else {
+            self.interval
+        };
+        tat.saturating_add(self.interval)
+            .saturating_add(apart.saturating_mul(u128::from(nth.saturating_sub(1))))
             .saturating_sub(self.tolerance)
             .max(now)
     }
