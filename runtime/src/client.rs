@@ -1342,6 +1342,14 @@ impl<C: GeneratedClient> ClientBuilder<C> {
         if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
             return Err(ApiError::builder("base URL must be an http or https URL"));
         }
+        // The `url` crate reads some URLs that a request cannot carry (a host that
+        // `http` refuses, such as an unfilled `{{host}}`): every call would fail in
+        // the transport, as if sent, and be retried.
+        if http::Uri::try_from(base.as_str()).is_err() {
+            return Err(ApiError::builder(
+                "base URL is not one a request can be sent to",
+            ));
+        }
         // Not sent by the transport (a request is built from a parsed URL, which
         // skips reqwest's own user-info step), and a secret in a URL leaks into
         // logs: refuse it rather than drop it without a word.

@@ -106,7 +106,8 @@ pub enum ErrorKind {
     RateLimited,
     /// The retry budget did not allow another attempt.
     BudgetExhausted,
-    /// The connection could not be made: the request was never sent.
+    /// The connection could not be made, or closed before the request was written:
+    /// the request was never sent.
     Connect,
     /// The connection failed after the request was sent (reset, broken pipe, body cut short).
     Transport,

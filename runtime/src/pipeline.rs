@@ -1259,6 +1259,15 @@ impl Call<'_> {
                         .with_message("a redirect from https to http was refused"),
                 ));
             }
+            // A URL that the `url` crate reads but a request cannot carry (a host that
+            // `http` refuses, such as an unfilled `{{host}}`) would fail in the
+            // transport as if it had been sent, and be retried: refuse it here.
+            if http::Uri::try_from(next.as_str()).is_err() {
+                return Err(Failure::fatal(
+                    ApiError::new(ErrorKind::Redirect)
+                        .with_message("a redirect to a URL no request can be sent to was refused"),
+                ));
+            }
             let status = response.status;
             drop(response);
             // What the next hop sends, as RFC 9110 and the Fetch standard have it: a
@@ -1571,9 +1580,12 @@ where
                 // body: there is none.
                 let bodiless = this.prepared.method == Method::HEAD
                     || matches!(status, StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED);
+                // A `Transfer-Encoding` overrides the `Content-Length` (RFC 9112 §6.3):
+                // such a body is framed by its chunks, and is checked as they come.
                 let declared = match body.declared_len() {
                     Some(len) => Some(len),
                     None if bodiless => None,
+                    None if headers.contains_key(http::header::TRANSFER_ENCODING) => None,
                     None => content_length(&headers),
                 };
                 if let Some(len) = declared

@@ -680,11 +680,31 @@ mod reqwest_transport {
         let e = e.without_url();
         if e.is_connect() {
             TransportError::connect("connection failed").with_source(e)
+        } else if never_written(&e) {
+            TransportError::connect("the connection closed before the request was sent")
+                .with_source(e)
         } else if e.is_body() || e.is_decode() {
             TransportError::io("response body cut short").with_source(e)
         } else {
             TransportError::io("request failed after it was sent").with_source(e)
         }
+    }
+
+    /// Whether hyper gave the request back unwritten: a connection that closed (or
+    /// was reset) before the request was started hands it back canceled, and hyper
+    /// says then that it is safe to tell the request was not sent. hyper's own pool
+    /// sends such a request again on a kept-alive connection, but not on a new one.
+    fn never_written(e: &reqwest::Error) -> bool {
+        let mut source = std::error::Error::source(e);
+        while let Some(s) = source {
+            if s.downcast_ref::<hyper::Error>()
+                .is_some_and(hyper::Error::is_canceled)
+            {
+                return true;
+            }
+            source = s.source();
+        }
+        false
     }
 
     /// Send `request` with `client`: built as it is and handed to the client now, so
