@@ -1581,12 +1581,13 @@ where
                 let bodiless = this.prepared.method == Method::HEAD
                     || matches!(status, StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED);
                 // A `Transfer-Encoding` overrides the `Content-Length` (RFC 9112 §6.3):
-                // such a body is framed by its chunks, and is checked as they come.
+                // such a body is framed by its chunks, and is checked as they come
+                // (asked only of a response that has both).
                 let declared = match body.declared_len() {
                     Some(len) => Some(len),
                     None if bodiless => None,
-                    None if headers.contains_key(http::header::TRANSFER_ENCODING) => None,
-                    None => content_length(&headers),
+                    None => content_length(&headers)
+                        .filter(|_| !headers.contains_key(http::header::TRANSFER_ENCODING)),
                 };
                 if let Some(len) = declared
                     && len > limit

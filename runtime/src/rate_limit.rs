@@ -456,13 +456,19 @@ impl RateLimiter {
     fn ready_at(&self, now: u128, nth: u64) -> u128 {
         const MS: u128 = 1_000_000;
         let tat = self.tat.load(Ordering::Acquire).max(now);
-        let apart = if self.config.burst <= 1 {
-            self.interval.div_ceil(MS).saturating_mul(MS)
-        } else {
-            self.interval
+        let first = tat.saturating_add(self.interval);
+        // Only a caller behind others pays for the division (a `u128` one).
+        let behind = match nth.saturating_sub(1) {
+            0 => 0,
+            n if self.config.burst <= 1 => self
+                .interval
+                .div_ceil(MS)
+                .saturating_mul(MS)
+                .saturating_mul(u128::from(n)),
+            n => self.interval.saturating_mul(u128::from(n)),
         };
-        tat.saturating_add(self.interval)
-            .saturating_add(apart.saturating_mul(u128::from(nth.saturating_sub(1))))
+        first
+            .saturating_add(behind)
             .saturating_sub(self.tolerance)
             .max(now)
     }
