@@ -262,12 +262,11 @@ async fn a_redirect_to_a_url_reqwest_cannot_send_to_is_a_redirect_error() {
 
 /// Regression: a chunked response that also carries a `Content-Length` was judged by
 /// that header: a 5-byte body with `Content-Length: 100000000` failed `BodyTooLarge`
-/// under a 1 KiB limit. RFC 9112 §6.3: "the Transfer-Encoding overrides the Content-Length",
-/// and hyper reads the body as chunked (its size hint is not exact), but the pipeline
-/// then falls back to parsing the header (`content_length` in the `Exchange`'s head
-/// check, runtime/src/pipeline.rs). DESIGN §3.9: "Responses larger than a configurable
-/// limit ... fail with `BodyTooLarge`"; `ErrorKind::BodyTooLarge`: "The response body
-/// was larger than the limit". It was not.
+/// under a 1 KiB limit. RFC 9112 §6.3: "the Transfer-Encoding overrides the
+/// Content-Length", and hyper reads the body as chunked (its size hint is not exact),
+/// but the pipeline fell back to parsing the header (`content_length` in the
+/// `Exchange`'s head check, runtime/src/pipeline.rs). `ErrorKind::BodyTooLarge`: "The
+/// response body was larger than the limit". It was not.
 #[tokio::test]
 async fn transfer_encoding_overrides_content_length_for_the_body_limit() {
     let server = raw(|mut c| async move {
