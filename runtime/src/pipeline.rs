@@ -77,6 +77,9 @@ pub(crate) struct Prepared {
     /// `None`: no headers (neither the client's nor the call's).
     pub(crate) headers: Option<HeaderMap>,
     pub(crate) body: Bytes,
+    /// The names a secret struct's fields were sent under (see
+    /// `RequestBuilder::secret_query`).
+    secret_query: Box<[String]>,
 }
 
 impl Prepared {
@@ -583,6 +586,7 @@ fn prepare(inner: &ClientInner, ep: &EndpointRuntime, request: &mut RequestBuild
         url,
         headers,
         body,
+        secret_query: std::mem::take(&mut request.secret_query).into_boxed_slice(),
     }
 }
 
@@ -1332,7 +1336,7 @@ impl Call<'_> {
             // the middleware's included, even if a later hop comes back.
             if crossed {
                 strip_credentials(&mut request.headers, spec.secrets);
-                strip_secret_query(&mut request.url, spec.secrets);
+                strip_secret_query(&mut request.url, spec.secrets, &prepared.secret_query);
             }
             let sending = self.inner.transport.send(request);
             if let Some(token) = token {
@@ -1866,14 +1870,16 @@ fn redirect_target(current: &Url, headers: &HeaderMap) -> Option<Url> {
 /// Drop every query parameter declared secret on a change of origin, whether the
 /// `Location` carried it or a middleware added it; the rest of the query is kept as
 /// it was written.
-fn strip_secret_query(url: &mut Url, secrets: &[&str]) {
+fn strip_secret_query(url: &mut Url, secrets: &[&str], fields: &[String]) {
     let Some(query) = url.query() else {
         return;
     };
     let is_secret = |pair: &str| {
         url::form_urlencoded::parse(pair.as_bytes())
             .next()
-            .is_some_and(|(name, _)| secrets.iter().any(|s| *s == name))
+            .is_some_and(|(name, _)| {
+                secrets.iter().any(|s| *s == name) || fields.iter().any(|f| *f == name)
+            })
     };
     if !query.split('&').any(is_secret) {
         return;

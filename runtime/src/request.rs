@@ -497,6 +497,10 @@ pub struct RequestBuilder {
     pub(crate) spec: &'static EndpointSpec,
     pub(crate) path_values: Vec<String>,
     pub(crate) query: String,
+    /// The names a secret query parameter's value was sent under when it is a struct,
+    /// flattened into its fields: dropped, as the declared names are, from a redirect
+    /// to another origin. Empty (and not allocated) for every other call.
+    pub(crate) secret_query: Vec<String>,
     /// `None` until a header is added: most calls add none.
     pub(crate) headers: Option<HeaderMap>,
     pub(crate) body: RequestBody,
@@ -545,6 +549,7 @@ impl RequestBuilder {
             spec,
             path_values: Vec::new(),
             query: String::new(),
+            secret_query: Vec::new(),
             headers: None,
             body: RequestBody::Empty,
             body_type: None,
@@ -609,6 +614,7 @@ impl RequestBuilder {
     /// ```
     pub fn query<T: Serialize + ?Sized>(&mut self, name: &str, value: &T) -> &mut Self {
         let pair = serde_html_form::to_string([(name, value)]);
+        let flattened = pair.is_err();
         let encoded = match pair {
             Ok(s) => Ok(s),
             Err(_) => serde_html_form::to_string(value),
@@ -616,6 +622,11 @@ impl RequestBuilder {
         match encoded {
             Ok(s) if s.is_empty() => {}
             Ok(s) => {
+                // A secret struct is sent under its fields' names, not its own.
+                if flattened && self.spec.secrets.contains(&name) {
+                    let names = url::form_urlencoded::parse(s.as_bytes()).map(|(k, _)| k);
+                    self.secret_query.extend(names.map(|k| k.into_owned()));
+                }
                 if !self.query.is_empty() {
                     self.query.push('&');
                 }

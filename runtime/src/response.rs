@@ -821,8 +821,12 @@ pub mod decode {
         if ct_bytes == b"application/json" || ct_bytes.eq_ignore_ascii_case(b"application/json") {
             return true;
         }
-        let Ok(ct) = ct.to_str() else { return false };
-        let essence = ct.split(';').next().unwrap_or("").trim();
+        // The media type alone: a parameter may hold bytes that are not text (obs-text
+        // in a quoted value), which says nothing about the type.
+        let essence = ct_bytes.split(|&b| b == b';').next().unwrap_or_default();
+        let Ok(essence) = std::str::from_utf8(essence.trim_ascii()) else {
+            return false;
+        };
         let is = |m: &str| essence.eq_ignore_ascii_case(m);
         // `type/name+json`: a type and a name before the suffix.
         let suffix_json = essence.split_once('/').is_some_and(|(kind, sub)| {
