@@ -211,6 +211,7 @@ impl Effective {
                     window: pick(&mb.window, &tb.window),
                     min_calls: pick(&mb.min_calls, &tb.min_calls),
                     slow_call: pick(&mb.slow_call, &tb.slow_call),
+                    rate_named: mb.rate_named || tb.rate_named,
                 })
             }
         };

@@ -14,7 +14,7 @@ use syn::{Attribute, Expr, ExprLit, Ident, Lit, LitStr, Meta, Token, token};
 
 use crate::ctxt::Ctxt;
 use crate::symbol::*;
-use crate::value::{duration, int, limit_or_none, lit_str, number, statuses, wrong_kind};
+use crate::value::{duration, fn_path, int, limit_or_none, lit_str, number, statuses, wrong_kind};
 
 /// Where a setting was written: on the trait (a default) or on the method.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,6 +94,9 @@ pub struct BreakerAttr {
     pub window: Option<Sp<u64>>,
     pub min_calls: Option<Sp<u32>>,
     pub slow_call: Option<Sp<u64>>,
+    /// `failure_rate` was named, even with a bad value, or may be among the keys a
+    /// syntax error cut off: "applies to the failure-rate breaker only" would be wrong.
+    pub rate_named: bool,
 }
 
 #[derive(Clone, Default)]
@@ -118,6 +121,16 @@ pub struct HedgeAttr {
     /// `delay` was named, even with a bad value, or may be among the keys a syntax
     /// error cut off: "needs a delay" would be wrong.
     pub delay_named: bool,
+}
+
+/// `#[parse(with = path)]`.
+#[derive(Clone, Default)]
+pub struct ParseAttr {
+    /// The check: a path to a function `fn(&T) -> Result<(), E>`.
+    pub with: Option<Sp<syn::Path>>,
+    /// `with` was named, even with a bad value, or may be among the keys a syntax
+    /// error cut off: "needs `with`" would be wrong.
+    pub with_named: bool,
 }
 
 /// A policy attribute as written, with the span of its name (`retry` in
@@ -231,6 +244,8 @@ pub struct MethodAttrs {
     pub partition: Option<LitStr>,
     /// `#[max_body("4MiB")]`: the largest response body, in bytes.
     pub max_body: Option<u64>,
+    /// `#[parse(with = path)]`: the user's check of the decoded result.
+    pub parse: Option<Group<ParseAttr>>,
     /// Doc comments, kept on the trait method and on the client's method.
     pub docs: Vec<Attribute>,
     /// Attributes that are not ours (`#[allow]`, `#[deprecated]`, ...): kept on the
@@ -284,6 +299,7 @@ pub const BREAKER_KEYS: &[Symbol] = &[
 pub const BULKHEAD_KEYS: &[Symbol] = &[CONCURRENCY, QUEUE];
 pub const RATE_LIMIT_KEYS: &[Symbol] = &[PER_SECOND, BURST];
 pub const HEDGE_KEYS: &[Symbol] = &[DELAY, MAX];
+pub const PARSE_KEYS: &[Symbol] = &[WITH];
 pub const BODY_KINDS: &[Symbol] = &[JSON, FORM, RAW, STREAM];
 /// Keys that belong on a method, not in `#[resilient_api(...)]`.
 const METHOD_ONLY: &[Symbol] = &[
@@ -293,6 +309,7 @@ const METHOD_ONLY: &[Symbol] = &[
     COALESCE,
     PARTITION,
     MAX_BODY,
+    PARSE,
     GET,
     POST,
     PUT,
@@ -486,6 +503,7 @@ impl Keys for BreakerAttr {
         } else if meta.path == PROBES {
             l.set(&meta, &mut self.probes, "probes = 1", int)
         } else if meta.path == FAILURE_RATE {
+            self.rate_named = true;
             l.set(&meta, &mut self.failure_rate, "failure_rate = 0.5", number)
         } else if meta.path == WINDOW {
             l.set(&meta, &mut self.window, "window = \"10s\"", duration)
@@ -496,6 +514,9 @@ impl Keys for BreakerAttr {
         } else {
             l.unknown(&meta, BREAKER_KEYS)
         }
+    }
+    fn cut_short(&mut self) {
+        self.rate_named = true;
     }
 }
 
@@ -549,6 +570,24 @@ impl Keys for HedgeAttr {
     }
 }
 
+impl Keys for ParseAttr {
+    const NAME: &'static str = "parse";
+    const EXAMPLE: &'static str = "with = check";
+    fn key(&mut self, l: &mut List<'_>, meta: ParseNestedMeta<'_>) -> syn::Result<()> {
+        if meta.path == WITH {
+            self.with_named = true;
+            l.set(&meta, &mut self.with, "with = check", fn_path)
+        } else {
+            // The one key there is, misspelt: "needs a check" would only repeat it.
+            self.with_named = true;
+            l.unknown(&meta, PARSE_KEYS)
+        }
+    }
+    fn cut_short(&mut self) {
+        self.with_named = true;
+    }
+}
+
 /// `retry(...)` inside `#[resilient_api(...)]`.
 fn nested_keys<T: Keys>(cx: &Ctxt, meta: &ParseNestedMeta<'_>) -> syn::Result<T> {
     let mut out = T::default();
@@ -561,6 +600,8 @@ fn nested_keys<T: Keys>(cx: &Ctxt, meta: &ParseNestedMeta<'_>) -> syn::Result<T>
     } else {
         let msg = format!("expected a list: `{}({})`", T::NAME, T::EXAMPLE);
         cx.error_spanned_by(&meta.path, msg);
+        // The keys it meant to give are unknown: none is said to be missing.
+        out.cut_short();
         skip_value(meta)?;
     }
     Ok(out)
@@ -578,6 +619,8 @@ fn attr_keys<T: Keys>(cx: &Ctxt, attr: &Attribute) -> T {
     } else {
         let msg = format!("expected a list: `#[{}({})]`", T::NAME, T::EXAMPLE);
         cx.error_spanned_by(attr, msg);
+        // The keys it meant to give are unknown: none is said to be missing.
+        out.cut_short();
     }
     out
 }
@@ -758,6 +801,7 @@ pub fn trait_attrs(cx: &Ctxt, args: TokenStream) -> TraitAttrs {
                 HEDGE => "#[hedge(delay = \"50ms\", max = 2)]".to_owned(),
                 PARTITION => "#[partition(\"search\")]".to_owned(),
                 MAX_BODY => "#[max_body(\"4MiB\")]".to_owned(),
+                PARSE => "#[parse(with = check)]".to_owned(),
                 IDEMPOTENT | IDEMPOTENCY_KEY | COALESCE => format!("#[{key}]"),
                 _ => format!("#[{key}(\"/path\")]"),
             };
@@ -853,6 +897,8 @@ pub fn method_attrs(cx: &Ctxt, attrs: &[Attribute]) -> MethodAttrs {
             method_group(cx, &mut out.policy.rate_limit, attr, span);
         } else if path == HEDGE {
             method_group(cx, &mut out.hedge, attr, span);
+        } else if path == PARSE {
+            method_group(cx, &mut out.parse, attr, span);
         } else if path == IDEMPOTENT || path == COALESCE {
             let name = if path == IDEMPOTENT {
                 IDEMPOTENT
@@ -875,13 +921,20 @@ pub fn method_attrs(cx: &Ctxt, attrs: &[Attribute]) -> MethodAttrs {
             // The span of the header's name when written, for errors about the name.
             let header = match &attr.meta {
                 Meta::Path(_) => Some(("Idempotency-Key".to_owned(), span)),
-                _ => single_string(
-                    cx,
-                    attr,
-                    "#[idempotency_key(\"Idempotency-Key\")]",
-                    "a header name string such as `\"Idempotency-Key\"`",
-                )
-                .map(|s| (s.value(), s.span())),
+                // Malformed (already reported), the method still asks for a key: the
+                // rules that a key satisfies are not reported against it too.
+                _ => Some(
+                    single_string(
+                        cx,
+                        attr,
+                        "#[idempotency_key(\"Idempotency-Key\")]",
+                        "a header name string such as `\"Idempotency-Key\"`",
+                    )
+                    .map_or_else(
+                        || ("Idempotency-Key".to_owned(), span),
+                        |s| (s.value(), s.span()),
+                    ),
+                ),
             };
             if out.idempotency_key.is_some() {
                 dup("idempotency_key");
@@ -914,8 +967,17 @@ pub fn method_attrs(cx: &Ctxt, attrs: &[Attribute]) -> MethodAttrs {
             if out.max_body.is_some() {
                 dup("max_body");
             } else if let Some(lit) = lit {
-                match crate::value::size(&lit.value()) {
+                let text = lit.value();
+                match crate::value::size(&text) {
                     Some(bytes) => out.max_body = Some(bytes),
+                    None if crate::value::size_too_large(&text) => cx.error_spanned_by(
+                        &lit,
+                        format!(
+                            "size `{}` is too large: expected at most `{}` bytes",
+                            text.trim(),
+                            u64::MAX
+                        ),
+                    ),
                     None => cx.error_spanned_by(
                         &lit,
                         "malformed size: expected a whole number of bytes with an optional unit, such as `\"512KiB\"`, `\"4MiB\"`, `\"1GiB\"` or `\"65536\"` (units: B, KB, MB, GB, KiB, MiB, GiB)",
@@ -924,12 +986,15 @@ pub fn method_attrs(cx: &Ctxt, attrs: &[Attribute]) -> MethodAttrs {
             }
         } else if path == DOC {
             out.docs.push(attr.clone());
-        } else if path == CFG || path == CFG_ATTR {
+        } else if path == CFG {
             cx.error_spanned_by(
                 attr,
                 "`#[cfg]` on an endpoint is not supported: the client implements every method of the trait",
             );
         } else {
+            // A `#[cfg_attr(...)]` (a doc line, a lint level) never removes the method,
+            // and stays on it as other attributes that are not the macro's do; one that
+            // expands to an attribute of the macro's is unknown to rustc, and says so.
             out.kept.push(attr.clone());
         }
     }

@@ -315,6 +315,42 @@ fn decoder(ra: &TokenStream, d: &Decoder) -> TokenStream {
     }
 }
 
+/// `d` with the value (inside a `Response<T>`, `T`) checked by the user's `with`:
+/// a local type implementing `Check`, declared among the method's statements, whose
+/// check calls `with(&value)`. A `with` of the wrong shape fails there, at `with`.
+fn checked(
+    ra: &TokenStream,
+    d: &Decoder,
+    with: &syn::Path,
+    items: &mut Vec<TokenStream>,
+) -> TokenStream {
+    let pv = quote!(#ra::__private);
+    if let Decoder::Wrapped(inner) = d {
+        let inner = checked(ra, inner, with, items);
+        return quote!(#pv::Wrapped<#inner>);
+    }
+    let d = decoder(ra, d);
+    let check = local("__Check");
+    // At `with`: a check that takes the value by value fails there, not at the
+    // macro's attribute.
+    let value = Ident::new("__value", Span::mixed_site().located_at(with.span()));
+    let name = crate::attr::path_to_string(with);
+    let call = quote_spanned!(with.span()=> #with(#value));
+    items.push(quote! {
+        struct #check;
+        impl #pv::Check<<#d as #pv::Decoder>::Output> for #check {
+            const NAME: &'static str = #name;
+            #[inline]
+            fn check(
+                #value: &<#d as #pv::Decoder>::Output,
+            ) -> ::core::result::Result<(), #pv::BoxError> {
+                ::core::result::Result::map_err(#call, ::core::convert::Into::into)
+            }
+        }
+    });
+    quote!(#pv::Checked<#d, #check>)
+}
+
 fn backoff(ra: &TokenStream, b: &Backoff) -> TokenStream {
     let p = quote!(#ra::__private::Backoff);
     match *b {
@@ -593,7 +629,10 @@ fn endpoint_method(api: &Api, e: &Endpoint, docs: &[TokenStream]) -> TokenStream
     let call = match &e.ret.ok {
         Some((ty, d)) => {
             name_checks(&pv, ty, d, &mut by_name);
-            let d = decoder(ra, d);
+            let d = match e.attrs.parse.as_ref().and_then(|p| p.attr.with.as_ref()) {
+                Some(with) => checked(ra, d, &with.value, &mut by_name),
+                None => decoder(ra, d),
+            };
             let call = respan(quote!(#pv::Handle::call::<#d>), ty.span());
             // The call's own future, returned as it is: no wrapping block to move.
             quote_spanned!(ty.span()=> #call(#handle, #req))

@@ -98,6 +98,7 @@ use proc_macro::TokenStream;
 /// | `#[breaker(...)]`, `#[bulkhead(...)]`, `#[rate_limit(...)]` | a compartment of the method's own (the partition `Trait::method`, never shared with another API on the same engine) |
 /// | `#[partition("search")]` | the compartment (breaker, bulkhead, rate limiter) this method uses |
 /// | `#[max_body("4MiB")]` | the largest response body this method accepts (B, KB, MB, GB, KiB, MiB, GiB); the client's limit otherwise |
+/// | `#[parse(with = check)]` | runs `check(&value)` on the decoded result (a `Response<T>`'s `T`), a `fn(&T) -> Result<(), E>` where `E: Into<Box<dyn Error + Send + Sync>>`; a refusal is an `ErrorKind::Decode` error, never retried, whose `source()` is the check's error. Not on a `()` or `ResponseStream` result |
 ///
 /// Doc comments stay; the generated docs of every method state its effective policy.
 ///

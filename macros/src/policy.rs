@@ -6,7 +6,8 @@ use crate::ast::{Effective, Endpoint};
 use crate::attr::{BackoffKind, Limit};
 
 /// The runtime's defaults (`Backoff::DEFAULT`, `BreakerConfig::DEFAULT`,
-/// `RetryPolicy::DEFAULT`), repeated here for compile-time checks and docs.
+/// `BulkheadConfig::DEFAULT`, `RetryPolicy::DEFAULT`), repeated here for compile-time
+/// checks and docs (`tests/macro_defaults.rs` fails if they drift).
 pub const DEFAULT_BACKOFF_BASE_MS: u64 = 200;
 pub const DEFAULT_BACKOFF_FACTOR: u32 = 2;
 pub const DEFAULT_BACKOFF_CAP_MS: u64 = 30_000;
@@ -16,6 +17,8 @@ pub const DEFAULT_RETRY_AFTER_CAP_MS: u64 = 60_000;
 pub const DEFAULT_BREAKER_FAILURES: u32 = 5;
 pub const DEFAULT_BREAKER_RESET_MS: u64 = 30_000;
 pub const DEFAULT_BREAKER_PROBES: u32 = 1;
+pub const DEFAULT_BULKHEAD_CONCURRENCY: u32 = 64;
+pub const DEFAULT_BULKHEAD_QUEUE: u32 = 256;
 /// Chosen by the macro: the runtime's failure-rate mode has no defaults of its own.
 pub const DEFAULT_RATE_WINDOW_MS: u64 = 10_000;
 pub const DEFAULT_RATE_MIN_CALLS: u32 = 10;
@@ -73,11 +76,35 @@ pub struct Breaker {
     pub slow_call: Option<u64>,
 }
 
+impl Breaker {
+    /// As it runs, every field left out taking the default: two declarations that
+    /// configure the same breaker compare equal, whether a default is written out or
+    /// left out.
+    pub fn resolved(&self) -> (Mode, u64, u32, Option<u64>) {
+        let mode = self.mode.clone().unwrap_or(Mode::ConsecutiveFailures {
+            failures: DEFAULT_BREAKER_FAILURES,
+        });
+        let reset = self.reset.unwrap_or(DEFAULT_BREAKER_RESET_MS);
+        let probes = self.probes.unwrap_or(DEFAULT_BREAKER_PROBES);
+        (mode, reset, probes, self.slow_call)
+    }
+}
+
 /// Fields left `None` take `BulkheadConfig::DEFAULT`'s.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Bulkhead {
     pub concurrency: Option<u32>,
     pub queue: Option<u32>,
+}
+
+impl Bulkhead {
+    /// As it runs, as [`Breaker::resolved`].
+    pub fn resolved(&self) -> (u32, u32) {
+        (
+            self.concurrency.unwrap_or(DEFAULT_BULKHEAD_CONCURRENCY),
+            self.queue.unwrap_or(DEFAULT_BULKHEAD_QUEUE),
+        )
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -279,11 +306,13 @@ pub fn describe(e: &Endpoint) -> Vec<String> {
             format!("{max} retries")
         };
         let when = if p.idempotent {
-            let on = r.on.as_deref().unwrap_or(DEFAULT_RETRY_ON);
-            format!(
-                "on status {}, on connection failures and attempt timeouts",
-                list(on)
-            )
+            match r.on.as_deref().unwrap_or(DEFAULT_RETRY_ON) {
+                [] => "on connection failures and attempt timeouts, never on a status".to_owned(),
+                on => format!(
+                    "on status {}, on connection failures and attempt timeouts",
+                    list(on)
+                ),
+            }
         } else {
             "only on failures before the request was sent (it is not idempotent, so a request that may have run is never repeated)".to_owned()
         };
@@ -367,6 +396,12 @@ pub fn describe(e: &Endpoint) -> Vec<String> {
     if let Some(bytes) = p.max_body {
         lines.push(format!("- Responses up to {bytes} bytes."));
     }
+    if let Some(with) = e.attrs.parse.as_ref().and_then(|p| p.attr.with.as_ref()) {
+        let with = crate::attr::path_to_string(&with.value);
+        lines.push(format!(
+            "- Result checked by `{with}`: a value it refuses is a decode error, never retried."
+        ));
+    }
     match &p.partition {
         Some(part) => lines.push(format!("- Partition: `{part}`.")),
         None => lines.push("- Partition: the client's default.".to_owned()),
@@ -385,6 +420,43 @@ mod tests {
         assert_eq!(fmt_ms(90_000), "90 s");
         assert_eq!(fmt_ms(120_000), "2 min");
         assert_eq!(fmt_ms(7_200_000), "2 h");
+    }
+
+    /// The policy lines of the trait's only method.
+    fn lines_of(args: proc_macro2::TokenStream, item: syn::ItemTrait) -> Vec<String> {
+        let cx = crate::ctxt::Ctxt::new();
+        let api = crate::ast::Api::from_syn(&cx, args, item);
+        let lines = describe(&api.endpoints[0]);
+        cx.check().expect("a valid trait");
+        lines
+    }
+
+    #[test]
+    fn a_check_and_an_empty_status_list_are_described() {
+        let lines = lines_of(
+            quote::quote!(timeout(attempt = "3s"), retry(on = [])),
+            syn::parse_quote! {
+                pub trait Users {
+                    #[get("/users/{id}")]
+                    #[parse(with = checks::user)]
+                    async fn user(&self, id: u64) -> Result<User, ApiError>;
+                }
+            },
+        );
+        let retries = lines.iter().find(|l| l.starts_with("- Retries:"));
+        assert_eq!(
+            retries.map(String::as_str),
+            Some(
+                "- Retries: up to 2 retries, on connection failures and attempt timeouts, never on a status; exponential backoff with full jitter from 200 ms, ×2, capped at 30 s; `Retry-After` honoured up to 1 min."
+            )
+        );
+        let check = lines.iter().find(|l| l.starts_with("- Result checked"));
+        assert_eq!(
+            check.map(String::as_str),
+            Some(
+                "- Result checked by `checks::user`: a value it refuses is a decode error, never retried."
+            )
+        );
     }
 
     #[test]

@@ -65,6 +65,8 @@ pub const HEDGE: Symbol = Symbol("hedge");
 pub const COALESCE: Symbol = Symbol("coalesce");
 pub const PARTITION: Symbol = Symbol("partition");
 pub const MAX_BODY: Symbol = Symbol("max_body");
+pub const PARSE: Symbol = Symbol("parse");
+pub const WITH: Symbol = Symbol("with");
 
 // parameters
 pub const PATH: Symbol = Symbol("path");

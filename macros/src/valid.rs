@@ -5,9 +5,9 @@ use proc_macro2::Span;
 use syn::GenericParam;
 use syn::ext::IdentExt;
 
-use crate::ast::{self, Api, Endpoint, Receiver};
+use crate::ast::{self, Api, Decoder, Endpoint, Receiver};
 use crate::attr::{
-    BackoffKind, BreakerAttr, BulkheadAttr, Group, HedgeAttr, Level, Limit, PolicyAttrs,
+    BackoffKind, BreakerAttr, BulkheadAttr, Group, HedgeAttr, Level, Limit, ParseAttr, PolicyAttrs,
     RateLimitAttr, RetryAttr, RoleKind, Sp, TimeoutAttr,
 };
 use crate::ctxt::Ctxt;
@@ -20,6 +20,38 @@ pub fn check(cx: &Ctxt, api: &Api) {
         check_endpoint(cx, api, endpoint);
     }
     check_partitions(cx, api);
+    check_provided(cx, api);
+}
+
+/// A provided method (with a body of its own, not an endpoint) named like a method
+/// of the client: `client.circuit_state()` would call the client's own method, and
+/// `client.clone()` be ambiguous, never reaching the trait's.
+fn check_provided(cx: &Ctxt, api: &Api) {
+    for item in &api.item.items {
+        let syn::TraitItem::Fn(method) = item else {
+            continue;
+        };
+        let name = &method.sig.ident;
+        if method.sig.receiver().is_none() || api.endpoints.iter().any(|e| &e.ident == name) {
+            continue;
+        }
+        let client = &api.client;
+        if expand::CLIENT_METHODS.iter().any(|m| name.unraw() == m) {
+            cx.error_spanned_by(
+                name,
+                format!(
+                    "a provided method cannot be named `{name}`: `{client}::{name}` is a method of the generated client itself, so `client.{name}(..)` calls that one and never this; choose another name"
+                ),
+            );
+        } else if let Some((_, which)) = TRAIT_METHODS.iter().find(|(m, _)| name.unraw() == m) {
+            cx.error_spanned_by(
+                name,
+                format!(
+                    "a provided method cannot be named `{name}`: `{client}` implements `{which}`, so wherever that trait is in scope `client.{name}(..)` can mean `{which}::{name}`; choose another name"
+                ),
+            );
+        }
+    }
 }
 
 /// The traits the generated client has: it is a sized `'static` struct (so `Any`
@@ -91,9 +123,14 @@ fn check_trait(cx: &Ctxt, api: &Api) {
     }
     if let Some(url) = &attrs.base_url {
         let value = url.value();
-        let rest = value
-            .strip_prefix("https://")
-            .or_else(|| value.strip_prefix("http://"));
+        // A scheme is read in any case (RFC 3986 §3.1): `HTTPS://` is `https://`.
+        let scheme = |s: &str| {
+            value
+                .get(..s.len())
+                .filter(|p| p.eq_ignore_ascii_case(s))
+                .map(|p| &value[p.len()..])
+        };
+        let rest = scheme("https://").or_else(|| scheme("http://"));
         if rest.is_none_or(|host| host.is_empty() || host.starts_with('/')) {
             cx.error_spanned_by(
                 url,
@@ -295,7 +332,7 @@ fn check_breaker(cx: &Ctxt, b: &BreakerAttr) {
 /// `window` and `min_calls` only mean something with `failure_rate`. Reported only
 /// for keys written at `level` (the trait's mistakes once, at the trait).
 fn check_breaker_mode(cx: &Ctxt, b: &BreakerAttr, level: Level) {
-    if b.failure_rate.is_some() {
+    if b.failure_rate.is_some() || b.rate_named {
         return;
     }
     let window = b.window.as_ref().map(|v| (v.span, v.level));
@@ -339,6 +376,32 @@ fn check_rate_limit(cx: &Ctxt, r: &RateLimitAttr, span: Span, level: Level) {
         _ => {}
     }
     at_least_one(cx, &r.burst, "burst");
+}
+
+/// `#[parse(with = check)]` needs its check, and a result it can look at: a value,
+/// not `()` nor a stream that is read after the call returns.
+fn check_parse(cx: &Ctxt, e: &Endpoint, p: &Group<ParseAttr>) {
+    if p.attr.with.is_none() && !p.attr.with_named {
+        cx.error_at(
+            p.span,
+            "`parse` needs a check: `#[parse(with = check)]`, where `check` is a `fn(&T) -> Result<(), E>`",
+        );
+    }
+    let inner = |d: &Decoder| match d {
+        Decoder::Wrapped(inner) => (**inner).clone(),
+        d => d.clone(),
+    };
+    match e.ret.ok.as_ref().map(|(_, d)| inner(d)) {
+        Some(Decoder::Streamed) => cx.error_at(
+            p.span,
+            "a streamed result cannot be checked: its body is read after the call returns; check what you read from the `ResponseStream` instead",
+        ),
+        Some(Decoder::Unit) => cx.error_at(
+            p.span,
+            "a result of `()` has no value to check: `#[parse]` needs a result type to decode",
+        ),
+        _ => {}
+    }
 }
 
 fn check_hedge(cx: &Ctxt, h: &HedgeAttr, span: Span) {
@@ -820,6 +883,24 @@ fn check_effective(cx: &Ctxt, e: &Endpoint, defaults_known: bool) {
             ),
         );
     }
+    // A streamed result is read by its one caller after the call returns: there is no
+    // answer to hand to several callers, and the client runs each call on its own.
+    let streamed = |d: &Decoder| match d {
+        Decoder::Streamed => true,
+        Decoder::Wrapped(inner) => matches!(**inner, Decoder::Streamed),
+        _ => false,
+    };
+    if let Some(span) = e.attrs.coalesce
+        && e.ret.ok.as_ref().is_some_and(|(_, d)| streamed(d))
+    {
+        cx.error_at(
+            span,
+            "a streamed result cannot be shared: a method returning `ResponseStream` cannot be coalesced",
+        );
+    }
+    if let Some(p) = &e.attrs.parse {
+        check_parse(cx, e, p);
+    }
     if let Some(span) = e.attrs.coalesce
         && e.attrs.idempotency_key.is_some()
     {
@@ -929,15 +1010,13 @@ fn check_partitions(cx: &Ctxt, api: &Api) {
         else {
             continue;
         };
+        // As they run: a default written out is the default left out. "No breaker of
+        // its own" (the client's) stays apart from an explicit one.
+        let breaker = |e: &Endpoint| policy::breaker(&e.policy).map(|b| b.resolved());
+        let bulkhead = |e: &Endpoint| policy::bulkhead(&e.policy).map(|b| b.resolved());
         let differs = [
-            (
-                "breaker",
-                policy::breaker(&e.policy) != policy::breaker(&first.policy),
-            ),
-            (
-                "bulkhead",
-                policy::bulkhead(&e.policy) != policy::bulkhead(&first.policy),
-            ),
+            ("breaker", breaker(e) != breaker(first)),
+            ("bulkhead", bulkhead(e) != bulkhead(first)),
             (
                 "rate limit",
                 policy::rate_limit(&e.policy) != policy::rate_limit(&first.policy),

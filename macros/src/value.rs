@@ -2,6 +2,7 @@
 //! lists and durations. Each parser reports a wrong kind of literal at the literal
 //! (saying what was expected and what was found) and returns `None`.
 
+use quote::ToTokens;
 use syn::spanned::Spanned;
 use syn::{Expr, ExprLit, Lit, LitStr, UnOp};
 
@@ -45,8 +46,25 @@ pub fn lit_str(cx: &Ctxt, expr: &Expr, expected: &str) -> Option<LitStr> {
     }
 }
 
+/// A literal's suffix is refused rather than dropped: `base10_parse` would read
+/// `queue = 1k` as a queue of 1 and `max = 3s` as 3, silently. `true` if it has none.
+fn unsuffixed(cx: &Ctxt, lit: &impl ToTokens, suffix: &str, what: &str) -> bool {
+    if suffix.is_empty() {
+        return true;
+    }
+    let written = lit.to_token_stream().to_string();
+    cx.error_spanned_by(
+        lit,
+        format!("expected {what} without a suffix, found `{written}`"),
+    );
+    false
+}
+
 pub fn int(cx: &Ctxt, level: Level, expr: &Expr) -> Option<Sp<u32>> {
     match expr {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(i), ..
+        }) if !unsuffixed(cx, i, i.suffix(), "an integer") => None,
         Expr::Lit(ExprLit {
             lit: Lit::Int(i), ..
         }) => match i.base10_parse::<u32>() {
@@ -70,6 +88,12 @@ pub fn int(cx: &Ctxt, level: Level, expr: &Expr) -> Option<Sp<u32>> {
 /// An integer or float literal, as `f64`.
 pub fn number(cx: &Ctxt, level: Level, expr: &Expr) -> Option<Sp<f64>> {
     let parsed = match expr {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(i), ..
+        }) if !unsuffixed(cx, i, i.suffix(), "a number") => return None,
+        Expr::Lit(ExprLit {
+            lit: Lit::Float(f), ..
+        }) if !unsuffixed(cx, f, f.suffix(), "a number") => return None,
         Expr::Lit(ExprLit {
             lit: Lit::Int(i), ..
         }) => i.base10_parse::<f64>().map(|v| (v, i.span())),
@@ -108,6 +132,15 @@ pub fn parse_duration(text: &str) -> Option<u64> {
     number.checked_mul(scale)
 }
 
+/// Whether `text` has a duration's form (an integer and a unit) but does not fit in
+/// a `u64` of milliseconds: too large, not malformed.
+fn duration_too_large(text: &str) -> bool {
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    digits > 0
+        && matches!(&text[digits..], "ms" | "s" | "m" | "h")
+        && parse_duration(text).is_none()
+}
+
 /// A duration literal, in milliseconds.
 pub fn duration(cx: &Ctxt, level: Level, expr: &Expr) -> Option<Sp<u64>> {
     match limit(cx, level, expr, false)? {
@@ -135,6 +168,15 @@ fn limit(cx: &Ctxt, level: Level, expr: &Expr, allow_none: bool) -> Option<Sp<Li
         Limit::None
     } else if let Some(ms) = parse_duration(&text) {
         Limit::Ms(ms)
+    } else if duration_too_large(&text) {
+        cx.error_spanned_by(
+            &lit,
+            format!(
+                "duration `{text}` is too large: expected at most `{}ms`",
+                u64::MAX
+            ),
+        );
+        return None;
     } else {
         let none = if allow_none {
             ", or `\"none\"` for no limit"
@@ -170,6 +212,9 @@ pub fn statuses(cx: &Ctxt, level: Level, expr: &Expr) -> Option<Sp<Vec<Sp<u16>>>
         match elem {
             Expr::Lit(ExprLit {
                 lit: Lit::Int(i), ..
+            }) if !unsuffixed(cx, i, i.suffix(), "an HTTP status code") => {}
+            Expr::Lit(ExprLit {
+                lit: Lit::Int(i), ..
             }) => match i.base10_parse::<u16>() {
                 Ok(code) if (400..=599).contains(&code) => codes.push(Sp {
                     value: code,
@@ -192,6 +237,35 @@ pub fn statuses(cx: &Ctxt, level: Level, expr: &Expr) -> Option<Sp<Vec<Sp<u16>>>
         span: expr.span(),
         level,
     })
+}
+
+/// A path to a function, such as `check_user` or `crate::checks::user`: for
+/// `#[parse(with = ...)]`. A string is refused with a word on why, since serde's
+/// `deserialize_with = "..."` takes one.
+pub fn fn_path(cx: &Ctxt, level: Level, expr: &Expr) -> Option<Sp<syn::Path>> {
+    match expr {
+        Expr::Path(p) if p.qself.is_none() && p.attrs.is_empty() => Some(Sp {
+            value: p.path.clone(),
+            span: p.span(),
+            level,
+        }),
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(s), ..
+        }) => {
+            cx.error_spanned_by(
+                s,
+                format!(
+                    "expected a path to a function, found a string: write it without quotes, `with = {}`",
+                    s.value()
+                ),
+            );
+            None
+        }
+        _ => {
+            wrong_kind(cx, expr, "a path to a function such as `check_user`");
+            None
+        }
+    }
 }
 
 /// `"none"` allowed: for timeouts.
@@ -230,17 +304,53 @@ mod tests {
             assert_eq!(parse_duration(bad), None, "{bad:?}");
         }
     }
+
+    #[test]
+    fn too_large_is_told_apart_from_malformed() {
+        for big in [
+            "99999999999999999999ms",
+            "18446744073709551615h",
+            "18446744073709552s",
+        ] {
+            assert!(duration_too_large(big), "{big:?}");
+        }
+        for not in [
+            "18446744073709551615ms",
+            "3s",
+            "3",
+            "s",
+            "1.5s",
+            "99999999999999999999sec",
+            "",
+        ] {
+            assert!(!duration_too_large(not), "{not:?}");
+        }
+    }
 }
 
 /// A size such as `"4MiB"`, `"512KiB"`, `"10MB"` or `"65536"` in bytes; `None` when
-/// malformed or too large.
+/// malformed or too large ([`size_too_large`] tells which).
 pub fn size(text: &str) -> Option<u64> {
+    let (number, factor) = size_parts(text)?;
+    number.parse::<u64>().ok()?.checked_mul(factor)
+}
+
+/// Whether `text` has a size's form (an integer and a unit, if any) but does not fit
+/// in a `u64` of bytes: too large, not malformed.
+pub fn size_too_large(text: &str) -> bool {
+    size_parts(text).is_some() && size(text).is_none()
+}
+
+/// A size's digits and its unit's factor, if it has a size's form.
+fn size_parts(text: &str) -> Option<(&str, u64)> {
     let text = text.trim();
     let digits = text
         .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(text.len());
     let (number, unit) = text.split_at(digits);
-    let number: u64 = number.parse().ok()?;
+    if number.is_empty() {
+        return None;
+    }
     let factor: u64 = match unit.trim() {
         "" | "B" => 1,
         "KB" => 1_000,
@@ -251,12 +361,23 @@ pub fn size(text: &str) -> Option<u64> {
         "GiB" => 1 << 30,
         _ => return None,
     };
-    number.checked_mul(factor)
+    Some((number, factor))
 }
 
 #[cfg(test)]
 mod size_tests {
-    use super::size;
+    use super::{size, size_too_large};
+
+    #[test]
+    fn too_large_is_told_apart_from_malformed() {
+        assert!(size_too_large("99999999999999999999GiB"));
+        assert!(size_too_large("18446744073709551616"));
+        assert!(size_too_large("17179869184 GiB"));
+        assert!(!size_too_large("17179869183 GiB"));
+        assert!(!size_too_large("4 megabytes"));
+        assert!(!size_too_large("GiB"));
+        assert!(!size_too_large("-1"));
+    }
 
     #[test]
     fn sizes_parse_with_their_units() {

@@ -5,11 +5,14 @@ pub use core::time::Duration;
 pub use crate::bulkhead::BulkheadConfig;
 pub use crate::circuit_breaker::state::{BreakerConfig, BreakerMode};
 pub use crate::client::{GeneratedClient, Handle};
+pub use crate::error::BoxError;
 pub use crate::rate_limit::RateLimitConfig;
 pub use crate::request::{
     ApiSpec, BodyStream, EndpointSpec, HedgeConfig, PathPart, Policy, RequestBuilder, Verb,
 };
-pub use crate::response::decode::{Decoder, Json, RawBytes, Streamed, Text, Unit, Wrapped};
+pub use crate::response::decode::{
+    Check, Checked, Decoder, Json, RawBytes, Streamed, Text, Unit, Wrapped,
+};
 pub use crate::retry::backoff::Backoff;
 pub use crate::retry::retry_after::DEFAULT_RETRY_AFTER_CAP;
 pub use crate::retry::{DEFAULT_RETRY_ON, RetryPolicy};

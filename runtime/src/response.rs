@@ -538,7 +538,13 @@ impl ResponseStream {
         let headers = std::mem::take(&mut self.headers);
         let b = self.bytes().await?;
         text_from(&b, &headers).map_err(|what| {
-            let mut e = decode_failure(ErrorKind::Decode, status, &headers, b.len(), what);
+            let mut e = decode_failure(
+                ErrorKind::Decode,
+                status,
+                headers.get(http::header::CONTENT_TYPE),
+                b.len(),
+                what,
+            );
             e.set_endpoint(endpoint);
             e.set_attempts(attempts);
             e
@@ -615,13 +621,13 @@ fn charset(content_type: &http::HeaderValue) -> Option<&[u8]> {
 fn decode_failure(
     kind: ErrorKind,
     status: StatusCode,
-    headers: &HeaderMap,
+    content_type: Option<&http::HeaderValue>,
     len: usize,
     what: String,
 ) -> ApiError {
     // As the server sent it, bytes that are not text shown as such, and cut: a
     // content type the server made long is not copied whole into every log.
-    let ct = headers.get(http::header::CONTENT_TYPE).map_or_else(
+    let ct = content_type.map_or_else(
         || "none".to_owned(),
         |v| crate::error::excerpt(&String::from_utf8_lossy(v.as_bytes()), 100),
     );
@@ -712,6 +718,7 @@ pub mod decode {
     //! syntax of the result type.
 
     use super::*;
+    use crate::error::BoxError;
     use serde::de::DeserializeOwned;
     use std::marker::PhantomData;
 
@@ -769,7 +776,13 @@ pub mod decode {
     /// [`decode_failure`](super::decode_failure)).
     fn decode_error(kind: ErrorKind, raw: &RawResponse, what: String) -> ApiError {
         let len = buffered(&raw.body).len();
-        let mut e = super::decode_failure(kind, raw.status, &raw.headers, len, what);
+        let mut e = super::decode_failure(
+            kind,
+            raw.status,
+            raw.headers.get(http::header::CONTENT_TYPE),
+            len,
+            what,
+        );
         e.set_endpoint(raw.endpoint);
         e
     }
@@ -1092,6 +1105,90 @@ pub mod decode {
                 headers,
                 value,
             })
+        }
+    }
+
+    /// A user's check of a decoded value, named by `#[parse(with = path)]`: the macro
+    /// implements it for each such method, calling `path(&value)`.
+    ///
+    /// ```
+    /// use resilient_api::error::BoxError;
+    /// use resilient_api::response::decode::Check;
+    ///
+    /// struct Positive;
+    /// impl Check<i64> for Positive {
+    ///     const NAME: &'static str = "positive";
+    ///     fn check(value: &i64) -> Result<(), BoxError> {
+    ///         if *value > 0 { Ok(()) } else { Err("not positive".into()) }
+    ///     }
+    /// }
+    /// assert!(Positive::check(&-1).is_err());
+    /// ```
+    pub trait Check<T> {
+        /// The check's path as the user wrote it, for the error's message.
+        const NAME: &'static str;
+        /// `Ok` if `value` may be the call's result.
+        fn check(value: &T) -> Result<(), BoxError>;
+    }
+
+    /// `D`'s value, once `C` accepts it (`#[parse(with = path)]`).
+    ///
+    /// A value `C` refuses is an [`ErrorKind::Decode`] error: never retried (the
+    /// server answered, and would answer the same), carrying the status, with the
+    /// check's own error as its [`source`](std::error::Error::source). Its message
+    /// names the check, the content type and the length, never the body or the
+    /// check's text, which may quote the body.
+    ///
+    /// ```
+    /// use resilient_api::error::BoxError;
+    /// use resilient_api::response::decode::{Check, Checked, Decoder, Json};
+    /// use resilient_api::response::{RawBody, RawResponse};
+    /// use resilient_api::{Bytes, ErrorKind};
+    ///
+    /// struct Positive;
+    /// impl Check<i64> for Positive {
+    ///     const NAME: &'static str = "positive";
+    ///     fn check(value: &i64) -> Result<(), BoxError> {
+    ///         if *value > 0 { Ok(()) } else { Err("not positive".into()) }
+    ///     }
+    /// }
+    /// let raw = |body: &'static str| RawResponse {
+    ///     status: http::StatusCode::OK,
+    ///     headers: http::HeaderMap::new(),
+    ///     body: RawBody::Buffered(Bytes::from(body)),
+    ///     endpoint: "balance",
+    ///     attempts: 1,
+    /// };
+    /// assert_eq!(Checked::<Json<i64>, Positive>::decode(raw("7"))?, 7);
+    /// let refused = Checked::<Json<i64>, Positive>::decode(raw("-7")).unwrap_err();
+    /// assert_eq!(refused.kind(), ErrorKind::Decode);
+    /// assert_eq!(refused.status(), Some(200));
+    /// let why = std::error::Error::source(&refused).map(|e| e.to_string());
+    /// assert_eq!(why.as_deref(), Some("not positive"));
+    /// # Ok::<(), resilient_api::ApiError>(())
+    /// ```
+    pub struct Checked<D, C>(PhantomData<fn() -> (D, C)>);
+
+    impl<D: Decoder, C: Check<D::Output>> Decoder for Checked<D, C> {
+        type Output = D::Output;
+        const STREAMING: bool = D::STREAMING;
+        fn decode(raw: RawResponse) -> Result<Self::Output, ApiError> {
+            let (status, endpoint) = (raw.status, raw.endpoint);
+            let len = buffered(&raw.body).len();
+            // Kept for the rare refusal only: a header value is a shared buffer.
+            let content_type = raw.headers.get(http::header::CONTENT_TYPE).cloned();
+            let value = D::decode(raw)?;
+            match C::check(&value) {
+                Ok(()) => Ok(value),
+                Err(why) => {
+                    let what = format!("refused by `{}`", C::NAME);
+                    let ct = content_type.as_ref();
+                    let mut e = super::decode_failure(ErrorKind::Decode, status, ct, len, what)
+                        .with_source(why);
+                    e.set_endpoint(endpoint);
+                    Err(e)
+                }
+            }
         }
     }
 

@@ -33,3 +33,38 @@ fn fields_left_out_take_the_runtime_defaults() {
     assert_eq!(spec.policy.retry.max, RetryPolicy::DEFAULT.max);
     assert_eq!(spec.policy.breaker, Some(BreakerConfig::DEFAULT));
 }
+
+/// Endpoints sharing a partition must configure it alike; the macro compares them
+/// with the defaults it repeats filled in (`reset = "30s"` is the default reset, and
+/// `queue = 256` the default queue), so those must be the runtime's, or two
+/// declarations the macro accepts as equal would differ at run time.
+#[resilient_api(timeout(attempt = "1s"))]
+pub trait Shared {
+    #[get("/a")]
+    #[partition("p")]
+    #[breaker(failures = 3, reset = "30s", probes = 1)]
+    #[bulkhead(concurrency = 4, queue = 256)]
+    async fn written_out(&self) -> Result<(), ApiError>;
+
+    #[get("/b")]
+    #[partition("p")]
+    #[breaker(failures = 3)]
+    #[bulkhead(concurrency = 4)]
+    async fn left_out(&self) -> Result<(), ApiError>;
+
+    #[get("/c")]
+    #[partition("q")]
+    #[breaker(reset = "30s")]
+    #[bulkhead(concurrency = 64, queue = 256)]
+    async fn every_default_written_out(&self) -> Result<(), ApiError>;
+}
+
+#[test]
+fn defaults_written_out_are_the_defaults_left_out() {
+    use resilient_api::bulkhead::BulkheadConfig;
+    let [written, left, every] = [0, 1, 2].map(|i| SharedClient::API.endpoints[i].policy);
+    assert_eq!(written.breaker, left.breaker);
+    assert_eq!(written.bulkhead, left.bulkhead);
+    assert_eq!(every.breaker, Some(BreakerConfig::DEFAULT));
+    assert_eq!(every.bulkhead, Some(BulkheadConfig::DEFAULT));
+}

@@ -42,9 +42,10 @@ pub trait Strict {
         #[header("X-Api-Key", secret)] api_key: &str,
     ) -> Result<(), ApiError>;
 
-    /// Raw body, text result, its own breaker and backoff.
+    /// Raw body, text result (checked), its own breaker and backoff.
     #[patch("/raw")]
     #[idempotent]
+    #[parse(with = checks::not_empty)]
     #[breaker(failure_rate = 0.5, window = "20s", min_calls = 20)]
     #[retry(backoff = decorrelated_jitter(base = "100ms", cap = "2s"))]
     async fn raw(&self, #[body(raw)] bytes: Vec<u8>) -> Result<String, ApiError>;
@@ -71,12 +72,24 @@ pub trait Strict {
     }
 }
 
+mod checks {
+    /// A check of a text result.
+    pub(crate) fn not_empty(text: &str) -> Result<(), &'static str> {
+        if text.is_empty() { Err("empty") } else { Ok(()) }
+    }
+}
+
 /// A second trait whose client nothing uses.
 #[resilient_api(timeout(attempt = "3s"))]
 pub trait Unused {
     /// An endpoint.
     #[get("/users/{id}")]
     async fn user(&self, id: u64, #[query] q: Option<&str>) -> Result<Value, ApiError>;
+
+    /// A checked result nothing asks for: no `dead_code` on the check's type.
+    #[get("/users")]
+    #[parse(with = checks::not_empty)]
+    async fn users(&self) -> Result<Response<String>, ApiError>;
 }
 
 async fn use_it(api: &StrictClient) -> Result<(), ApiError> {
