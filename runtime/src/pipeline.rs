@@ -377,7 +377,9 @@ pub(crate) fn execute(
                         // The deadline, or a limit that fired in the deadline's own
                         // timer tick, just before it: the deadline wins the tie, as with
                         // a timer of its own.
-                        if deadline.is_some_and(|d| at >= d) || past(deadline) {
+                        if deadline.is_some_and(|d| at >= d)
+                            || crate::timeout::deadline_due(deadline)
+                        {
                             return Poll::Ready(Err(deadline_passed(total)));
                         }
                         // The running attempt's limit: the attempt sees it when polled below.
@@ -781,7 +783,7 @@ impl Call<'_> {
                 let fired = timer.as_ref().as_pin_ref().is_some_and(|s| s.is_elapsed());
                 // A limit that fired in the deadline's own timer tick, just before it, is
                 // the deadline too: it wins the tie, as with a timer of its own.
-                if fired && (at_deadline || past(self.deadline)) {
+                if fired && (at_deadline || crate::timeout::deadline_due(self.deadline)) {
                     return Poll::Ready(None);
                 }
                 {
@@ -1613,12 +1615,6 @@ where
             };
         }
     }
-}
-
-/// Whether `deadline` has passed: read only once a timer has fired, off the path of a
-/// call that ends in time.
-fn past(deadline: Option<Instant>) -> bool {
-    deadline.is_some_and(|d| Instant::now() >= d)
 }
 
 /// The span of one attempt, inside the call's.

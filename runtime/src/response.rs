@@ -460,7 +460,7 @@ impl ResponseStream {
             // An idle limit that fired in the deadline's own timer tick, just before
             // it, is the deadline: it wins the tie, as an attempt's limit does in the
             // call (the timer rounds up to its tick, where the deadline is due too).
-            Err(_) if self.deadline.is_some_and(|d| d <= Instant::now()) => {
+            Err(_) if crate::timeout::deadline_due(self.deadline) => {
                 Err(self.fail(ErrorKind::Deadline, AT_DEADLINE))
             }
             Err(kind) => Err(self.fail(

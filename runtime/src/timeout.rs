@@ -93,6 +93,34 @@ pub(crate) fn wait_fits(now: Instant, at: Instant, limit: Instant) -> bool {
     }
 }
 
+/// Whether `deadline` has passed as its own timer would tell: read only once another
+/// timer has fired (an attempt's or an idle limit), to decide whether the deadline
+/// wins that tie.
+///
+/// The clock reading the deadline's instant is not enough. A timer fires by whole
+/// ticks, and a paused clock that woke for an earlier timer keeps the sub-millisecond
+/// offset of its start: it can read exactly the deadline's instant while the
+/// deadline's tick is still to come (an answer due at 499.4 ms, seen at 500.4 ms,
+/// before a deadline at 500.4 ms whose timer fires at 501 ms). Within a tick of the
+/// deadline, the timer driver is asked, through a timer at the deadline polled once:
+/// it is ready at once if the deadline's tick has come, and is otherwise dropped
+/// unfired. Further past it, the deadline has passed whatever the driver has seen.
+pub(crate) fn deadline_due(deadline: Option<Instant>) -> bool {
+    let Some(deadline) = deadline else {
+        return false;
+    };
+    let now = Instant::now();
+    if now < deadline {
+        return false;
+    }
+    if deadline.checked_add(TICK).is_none_or(|late| now >= late) {
+        return true;
+    }
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let timer = std::pin::pin!(tokio::time::sleep_until(deadline));
+    std::future::Future::poll(timer, &mut cx).is_ready()
+}
+
 /// The running attempt's time limit, kept where the call's one timer can see it.
 ///
 /// A call's retry loop has a single tokio timer, armed at whichever comes first of

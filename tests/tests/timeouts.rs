@@ -10,6 +10,13 @@ use resilient_api::{
 };
 use tests::{Clock, assert_nothing_leaked, ms, script_follow_up, scripted};
 
+/// An attempt limit a millisecond short of a caller's 100 ms deadline.
+#[resilient_api(timeout(attempt = "99ms"), retry(max = 0))]
+pub trait Tight {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
 /// An attempt timeout, no retries, no total deadline.
 #[resilient_api(timeout(attempt = "100ms"), retry(max = 0))]
 pub trait Quick {
@@ -448,24 +455,61 @@ async fn dropping_a_streamed_result_closes_its_body() {
 /// deadline has passed too; the call ended with `AttemptTimeout`, past its deadline,
 /// where two timers would have let the deadline win the tie. It ends with `Deadline`
 /// now, as a plain call and in the retry loop alike.
-#[tokio::test(start_paused = true)]
-async fn an_attempt_limit_in_the_deadlines_tick_ends_the_call_as_the_deadline() {
+///
+/// Each case has a runtime of its own, so that both start 0.4 ms off the grid: run
+/// one after the other on one runtime, the second started 0.8 ms off it, where its
+/// deadline (tick 203) is a tick after its limit (tick 202), and no tie.
+#[test]
+fn an_attempt_limit_in_the_deadlines_tick_ends_the_call_as_the_deadline() {
     for token in [false, true] {
-        let t = ScriptedTransport::new([Step::hang()]);
-        let api: BoundedClient = scripted(&t);
-        tokio::time::advance(Duration::from_micros(400)).await;
-        let start = tokio::time::Instant::now();
-        let mut options = CallOptions::new().deadline(Duration::from_micros(100_500));
-        if token {
-            options = options.cancel_on(CancellationToken::new());
-        }
-        let e = api.with_options(options).resource().await.unwrap_err();
-        assert_eq!(
-            (e.kind(), e.timeout(), e.attempts()),
-            (ErrorKind::Deadline, Some(TimeoutKind::Total), 1),
-            "with a token: {token}"
-        );
-        assert_eq!(start.elapsed(), ms(101), "with a token: {token}");
-        assert_nothing_leaked(&t);
+        tests::case_runtime(true).block_on(async {
+            let t = ScriptedTransport::new([Step::hang()]);
+            let api: BoundedClient = scripted(&t);
+            tokio::time::advance(Duration::from_micros(400)).await;
+            let start = tokio::time::Instant::now();
+            let mut options = CallOptions::new().deadline(Duration::from_micros(100_500));
+            if token {
+                options = options.cancel_on(CancellationToken::new());
+            }
+            let e = api.with_options(options).resource().await.unwrap_err();
+            assert_eq!(
+                (e.kind(), e.timeout(), e.attempts()),
+                (ErrorKind::Deadline, Some(TimeoutKind::Total), 1),
+                "with a token: {token}"
+            );
+            assert_eq!(start.elapsed(), ms(101), "with a token: {token}");
+            assert_nothing_leaked(&t);
+        });
+    }
+}
+
+/// Regression (found by `retry_timing_props`): an answer due in the tick before the
+/// deadline's is the call's answer, though the clock reads the deadline's instant
+/// when it is seen. The call starts 0.4 ms off the timer's grid with a deadline of
+/// 100 ms (at 100.4 ms, whose timer fires at the tick of 101 ms); the answer and the
+/// attempt's limit are both due at 99.4 ms, fire at the tick of 100 ms, and are seen
+/// with the clock at 100.4 ms. The deadline's tick has not come: the answer wins its
+/// tie with the limit, as it does anywhere else. The call ended with `Deadline`.
+#[test]
+fn an_answer_in_the_tick_before_the_deadlines_is_the_answer() {
+    for token in [false, true] {
+        tests::case_runtime(true).block_on(async {
+            let t = ScriptedTransport::new([Step::status(200).body("in time").delay(ms(99))]);
+            let api: TightClient = scripted(&t);
+            tokio::time::advance(Duration::from_micros(400)).await;
+            let start = tokio::time::Instant::now();
+            let mut options = CallOptions::new().deadline(ms(100));
+            if token {
+                options = options.cancel_on(CancellationToken::new());
+            }
+            let r = api.with_options(options).resource().await;
+            assert_eq!(
+                r.expect("answered in time"),
+                "in time",
+                "with a token: {token}"
+            );
+            assert_eq!(start.elapsed(), ms(100), "with a token: {token}");
+            assert_nothing_leaked(&t);
+        });
     }
 }
