@@ -340,10 +340,13 @@ fn redirect_status() -> impl Strategy<Value = u16> {
 }
 
 /// A usable `Location` as the client reads it: a header value read as UTF-8, joined
-/// onto the URL of the request it answers.
+/// onto the URL of the request it answers, that a request can carry (`url` reads
+/// some targets that `http::Uri` refuses, such as a host with a `"`).
 fn target(current: &Url, location: &str) -> Option<Url> {
     HeaderValue::from_str(location).ok()?;
-    current.join(location).ok()
+    let next = current.join(location).ok()?;
+    next.as_str().parse::<http::Uri>().ok()?;
+    Some(next)
 }
 
 /// Follow one chain of redirects; returns `Ok` or the failed case.
