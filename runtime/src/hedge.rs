@@ -110,11 +110,18 @@ impl<'a> Failed<'a> {
     }
 }
 
-impl Drop for Failed<'_> {
-    fn drop(&mut self) {
+impl Failed<'_> {
+    /// Record every held verdict: the round ends in failure.
+    fn record_all(&mut self) {
         for v in self.0.drain(..) {
             v.record();
         }
+    }
+}
+
+impl Drop for Failed<'_> {
+    fn drop(&mut self) {
+        self.record_all();
     }
 }
 
@@ -304,9 +311,7 @@ impl Call<'_> {
                     if let Some(v) = verdict {
                         v.record();
                     }
-                    for v in failed.0.drain(..) {
-                        v.record();
-                    }
+                    failed.record_all();
                     return Err(failure);
                 }
                 // The server asked to wait: no branch may leave before its instant,
@@ -352,9 +357,7 @@ impl Call<'_> {
                                 failure.retryable = false;
                             }
                             Err(hook) => {
-                                for v in failed.0.drain(..) {
-                                    v.record();
-                                }
+                                failed.record_all();
                                 return Err(Failure::fatal(hook));
                             }
                         }
@@ -374,9 +377,7 @@ impl Call<'_> {
             }
             last = Some(failure);
         }
-        for v in failed.0.drain(..) {
-            v.record();
-        }
+        failed.record_all();
         // A half-open breaker refuses a hedge without a time (its probe slot is taken);
         // if this round's failures have opened it since, say until when.
         if let Some(r) = &mut rejection

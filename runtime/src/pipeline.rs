@@ -912,10 +912,8 @@ impl Call<'_> {
         }
         // From here the failure is shown to the hooks, or becomes the source of a
         // refusal: stamped now, as the call's end stamps the error it returns.
-        match self.may_resend(&mut error) {
-            Ok(true) => {}
-            Ok(false) => return Err(error),
-            Err(hook) => return Err(hook),
+        if !self.may_resend(&mut error)? {
+            return Err(error);
         }
         let computed = backoff
             .get_or_insert_with(|| Box::new(retry.backoff.iter(self.inner.jitter.clone())))
