@@ -494,6 +494,14 @@ fn read_by_name(path: &syn::Path, krate: Option<&syn::Path>) -> bool {
 }
 
 impl Decoder {
+    /// The decoder of the value itself: inside a `Response<T>`, `T`'s.
+    pub fn value(&self) -> &Decoder {
+        match self {
+            Decoder::Wrapped(inner) => inner.value(),
+            d => d,
+        }
+    }
+
     /// The decoder of result type `ty`; `krate` is the `crate = "..."` path, if set.
     pub fn of(ty: &Type, krate: Option<&syn::Path>) -> Decoder {
         if let Type::Tuple(t) = ty

@@ -23,34 +23,44 @@ pub fn check(cx: &Ctxt, api: &Api) {
     check_provided(cx, api);
 }
 
-/// A provided method (with a body of its own, not an endpoint) named like a method
-/// of the client: `client.circuit_state()` would call the client's own method, and
-/// `client.clone()` be ambiguous, never reaching the trait's.
+/// A provided method (with a body of its own, not an endpoint) is reached by
+/// `client.name()` as an endpoint is, so it may not take a name that the client's own
+/// methods or traits take either.
 fn check_provided(cx: &Ctxt, api: &Api) {
     for item in &api.item.items {
         let syn::TraitItem::Fn(method) = item else {
             continue;
         };
         let name = &method.sig.ident;
-        if method.sig.receiver().is_none() || api.endpoints.iter().any(|e| &e.ident == name) {
-            continue;
+        if method.sig.receiver().is_some() && !api.endpoints.iter().any(|e| &e.ident == name) {
+            check_method_name(cx, api, name, "a provided method", "");
         }
-        let client = &api.client;
-        if expand::CLIENT_METHODS.iter().any(|m| name.unraw() == m) {
-            cx.error_spanned_by(
-                name,
-                format!(
-                    "a provided method cannot be named `{name}`: `{client}::{name}` is a method of the generated client itself, so `client.{name}(..)` calls that one and never this; choose another name"
-                ),
-            );
-        } else if let Some((_, which)) = TRAIT_METHODS.iter().find(|(m, _)| name.unraw() == m) {
-            cx.error_spanned_by(
-                name,
-                format!(
-                    "a provided method cannot be named `{name}`: `{client}` implements `{which}`, so wherever that trait is in scope `client.{name}(..)` can mean `{which}::{name}`; choose another name"
-                ),
-            );
-        }
+    }
+}
+
+/// A method of the trait, as `what` ("an endpoint"), may not be named like a method
+/// the client has of its own or by a trait: `client.circuit_state()` would call the
+/// client's own method, and with a name from `Clone`, `Debug`, `ToOwned`, `Into` or
+/// `TryInto`, `client.clone()` is ambiguous wherever the trait is in scope (the
+/// prelude's are everywhere), and `client.into()` calls `Into::into` (its `self` is
+/// tried before the method's `&self`). `hint` ends the message.
+fn check_method_name(cx: &Ctxt, api: &Api, name: &syn::Ident, what: &str, hint: &str) {
+    let client = &api.client;
+    if expand::CLIENT_METHODS.iter().any(|m| name.unraw() == m) {
+        cx.error_spanned_by(
+            name,
+            format!(
+                "{what} cannot be named `{name}`: `{client}::{name}` is a method of the generated client itself and would shadow it; choose another name{hint}"
+            ),
+        );
+    }
+    if let Some((_, which)) = TRAIT_METHODS.iter().find(|(m, _)| name.unraw() == m) {
+        cx.error_spanned_by(
+            name,
+            format!(
+                "{what} cannot be named `{name}`: `{client}` implements `{which}`, so wherever that trait is in scope `client.{name}(..)` can mean `{which}::{name}` (ambiguous, or that method through a reference or a smart pointer); choose another name{hint}"
+            ),
+        );
     }
 }
 
@@ -387,11 +397,7 @@ fn check_parse(cx: &Ctxt, e: &Endpoint, p: &Group<ParseAttr>) {
             "`parse` needs a check: `#[parse(with = check)]`, where `check` is a `fn(&T) -> Result<(), E>`",
         );
     }
-    let inner = |d: &Decoder| match d {
-        Decoder::Wrapped(inner) => (**inner).clone(),
-        d => d.clone(),
-    };
-    match e.ret.ok.as_ref().map(|(_, d)| inner(d)) {
+    match e.ret.ok.as_ref().map(|(_, d)| d.value()) {
         Some(Decoder::Streamed) => cx.error_at(
             p.span,
             "a streamed result cannot be checked: its body is read after the call returns; check what you read from the `ResponseStream` instead",
@@ -534,34 +540,13 @@ fn check_endpoint(cx: &Ctxt, api: &Api, e: &Endpoint) {
     let name = &e.ident;
     let sig = &e.sig;
 
-    // `client.circuit_state()` would call the client's own method, not the endpoint.
-    if expand::CLIENT_METHODS.iter().any(|m| name.unraw() == m) {
-        cx.error_spanned_by(
-            name,
-            format!(
-                "an endpoint cannot be named `{name}`: `{}::{name}` is a method of the generated client itself and would shadow it; choose another name (the path does not depend on it)",
-                api.client
-            ),
-        );
-    }
-
-    // The client has `Clone`, `Debug`, `ToOwned`, `Into` and `TryInto`: with an
-    // endpoint of one of their method names, `client.clone()` is ambiguous wherever
-    // the trait is in scope (the prelude's are everywhere), and `client.into()` calls
-    // `Into::into` (its `self` is tried before the endpoint's `&self`).
-    if let Some(which) = TRAIT_METHODS
-        .iter()
-        .find(|(m, _)| name.unraw() == m)
-        .map(|(_, which)| which)
-    {
-        cx.error_spanned_by(
-            name,
-            format!(
-                "an endpoint cannot be named `{name}`: `{}` implements `{which}`, so wherever that trait is in scope `client.{name}(..)` can mean `{which}::{name}` (ambiguous, or that method through a reference or a smart pointer); choose another name (the path does not depend on it)",
-                api.client
-            ),
-        );
-    }
+    check_method_name(
+        cx,
+        api,
+        name,
+        "an endpoint",
+        " (the path does not depend on it)",
+    );
 
     // The verb and the path.
     match e.attrs.verbs.as_slice() {
@@ -885,13 +870,11 @@ fn check_effective(cx: &Ctxt, e: &Endpoint, defaults_known: bool) {
     }
     // A streamed result is read by its one caller after the call returns: there is no
     // answer to hand to several callers, and the client runs each call on its own.
-    let streamed = |d: &Decoder| match d {
-        Decoder::Streamed => true,
-        Decoder::Wrapped(inner) => matches!(**inner, Decoder::Streamed),
-        _ => false,
-    };
     if let Some(span) = e.attrs.coalesce
-        && e.ret.ok.as_ref().is_some_and(|(_, d)| streamed(d))
+        && e.ret
+            .ok
+            .as_ref()
+            .is_some_and(|(_, d)| matches!(d.value(), Decoder::Streamed))
     {
         cx.error_at(
             span,
