@@ -313,43 +313,43 @@ async fn partitions_on_one_engine_share_their_bulkhead_slots() {
     assert_nothing_leaked(&t);
 }
 
-/// Regression: a slot given to the first waiter left its queue place taken until that
-/// waiter's task ran, so a call made in that same instant from the task that just
-/// gave the slot back (its next call) found the queue "full" and was rejected, though
-/// the waiter had left the queue for the slot. Partition: one slot, one queue place.
-#[tokio::test(start_paused = true)]
-async fn a_call_right_after_a_waiter_is_let_in_queues_instead_of_being_rejected() {
-    let t = ScriptedTransport::new([
+/// The script of the next two tests: the first call holds the one slot until t=100,
+/// and the next is made by the same task as soon as it ends.
+fn a_then_w_then_n() -> ScriptedTransport {
+    ScriptedTransport::new([
         Step::status(200).body("a").delay(ms(100)),
         Step::status(200).body("w").delay(ms(10)),
         Step::status(200).body("n"),
-    ]);
+    ])
+}
+
+/// `first` makes call A, then at once call N; `waiter` makes call W at t=1, which
+/// waits for A's slot. At t=100 the slot goes to W, whose queue place is then free:
+/// N queues behind W and is served when W is done, at t=110.
+async fn next_call_queues_behind_the_waiter(
+    t: &ScriptedTransport,
+    first: NarrowClient,
+    waiter: NarrowClient,
+) {
     let clock = Clock::start();
-    let api: NarrowClient = tests::scripted(&t);
-    // One task, two calls in a row.
-    let one = api.clone();
     let both = tokio::spawn(async move {
-        let a = one.r().await;
-        let n = one.r().await;
+        let a = first.r().await;
+        let n = first.r().await;
         (a, n, clock.now_ms())
     });
     settle().await;
-    // W queues behind the first call at t=1.
     tokio::time::sleep(ms(1)).await;
-    let aw = api.clone();
-    let w = spawn_timed(clock, async move { aw.r().await });
+    let w = spawn_timed(clock, async move { waiter.r().await });
     settle().await;
-    assert!(!w.is_finished());
+    assert!(!w.is_finished(), "W waits");
 
-    // t=100: the slot goes to W, whose place is then free: N queues behind W and is
-    // served when W is done, at t=110.
     let (a, n, at) = tokio::time::timeout(ms(10_000), both)
         .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(a.unwrap(), "a");
+        .expect("both calls end")
+        .expect("the task joins");
+    assert_eq!(a.map_err(|e| e.kind()), Ok("a".to_owned()));
     let (wr, wat) = settled(w).await;
-    assert_eq!((wr.unwrap().as_str(), wat), ("w", 110));
+    assert_eq!((wr.map_err(|e| e.kind()), wat), (Ok("w".to_owned()), 110));
     assert_eq!(
         n.map_err(|e| e.kind()),
         Ok("n".to_owned()),
@@ -357,7 +357,18 @@ async fn a_call_right_after_a_waiter_is_let_in_queues_instead_of_being_rejected(
     );
     assert_eq!(at, 110);
     assert_eq!(t.dispatch_times(), vec![ms(0), ms(100), ms(110)]);
-    assert_nothing_leaked(&t);
+    assert_nothing_leaked(t);
+}
+
+/// Regression: a slot given to the first waiter left its queue place taken until that
+/// waiter's task ran, so a call made in that same instant from the task that just
+/// gave the slot back (its next call) found the queue "full" and was rejected, though
+/// the waiter had left the queue for the slot. Partition: one slot, one queue place.
+#[tokio::test(start_paused = true)]
+async fn a_call_right_after_a_waiter_is_let_in_queues_instead_of_being_rejected() {
+    let t = a_then_w_then_n();
+    let api: NarrowClient = tests::scripted(&t);
+    next_call_queues_behind_the_waiter(&t, api.clone(), api).await;
 }
 
 /// Regression: the same in the global queue: a client's next call, made as its
@@ -365,42 +376,12 @@ async fn a_call_right_after_a_waiter_is_let_in_queues_instead_of_being_rejected(
 /// the global queue "full" although that waiter had just left it.
 #[tokio::test(start_paused = true)]
 async fn a_call_right_after_a_global_waiter_is_let_in_queues_instead_of_being_rejected() {
-    let t = ScriptedTransport::new([
-        Step::status(200).body("a").delay(ms(100)),
-        Step::status(200).body("w").delay(ms(10)),
-        Step::status(200).body("n"),
-    ]);
-    let clock = Clock::start();
+    let t = a_then_w_then_n();
     let eng = engine(1, 1);
     let x = narrow(&t, &eng, "https://x.test");
     let y = narrow(&t, &eng, "https://y.test");
-    let both = tokio::spawn(async move {
-        let a = x.r().await;
-        let n = x.r().await;
-        (a, n, clock.now_ms())
-    });
-    settle().await;
-    tokio::time::sleep(ms(1)).await;
-    let w = spawn_timed(clock, async move { y.r().await });
-    settle().await;
-    assert!(!w.is_finished(), "W waits in the global queue");
-
-    let (a, n, at) = tokio::time::timeout(ms(10_000), both)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(a.unwrap(), "a");
-    let (wr, wat) = settled(w).await;
-    assert_eq!((wr.unwrap().as_str(), wat), ("w", 110));
-    assert_eq!(
-        n.map_err(|e| e.kind()),
-        Ok("n".to_owned()),
-        "the call made at t=100 queues behind the global waiter"
-    );
-    assert_eq!(at, 110);
+    next_call_queues_behind_the_waiter(&t, x, y).await;
     assert_eq!(hosts(&t), vec!["x.test", "y.test", "x.test"]);
-    assert_eq!(t.dispatch_times(), vec![ms(0), ms(100), ms(110)]);
-    assert_nothing_leaked(&t);
 }
 
 /// Retries on 503 at once when the server says `Retry-After: 0`.

@@ -178,6 +178,22 @@ fn api_source(e: &ApiError) -> &ApiError {
         .expect("an ApiError as source")
 }
 
+/// `e`'s source, an `ApiError`, is about the response of `status` with `body`, and
+/// names `endpoint` and `attempts` as the call's own error would.
+fn assert_source(e: &ApiError, status: Option<u16>, body: &str, endpoint: &str, attempts: u32) {
+    let source = api_source(e);
+    assert_eq!(
+        (source.status(), source.body_text().as_deref()),
+        (status, Some(body)),
+        "the source: {source:?}"
+    );
+    assert_eq!(
+        (source.endpoint(), source.attempts()),
+        (endpoint, attempts),
+        "the source: {source:?}"
+    );
+}
+
 /// Regression: the error a hedged round puts in the source chain (the last branch's
 /// 503 under `AllHedgesFailed`, or what the sent branch got under the hedge's refusal)
 /// said `attempts() == 0` and `endpoint() == ""`, though it is the answer to a sent
@@ -199,16 +215,7 @@ async fn a_hedged_rounds_source_names_its_endpoint_and_attempts() {
         (e.status(), e.body_text().as_deref()),
         (Some(503), Some("second"))
     );
-    let source = api_source(&e);
-    assert_eq!(
-        (source.status(), source.body_text().as_deref()),
-        (Some(503), Some("second"))
-    );
-    assert_eq!(
-        (source.endpoint(), source.attempts()),
-        ("search", 2),
-        "the source: {source:?}"
-    );
+    assert_source(&e, Some(503), "second", "search", 2);
 
     // The hedge is refused by the full bulkhead; the sent branch's 503 is the source.
     let t = ScriptedTransport::new([Step::status(503).body("busy").delay(ms(30))]);
@@ -219,16 +226,7 @@ async fn a_hedged_rounds_source_names_its_endpoint_and_attempts() {
         .expect_err("refused hedge, failed branch");
     assert_eq!(e.kind(), ErrorKind::BulkheadFull);
     assert_eq!((e.attempts(), e.endpoint()), (1, "search"));
-    let source = api_source(&e);
-    assert_eq!(
-        (source.status(), source.body_text().as_deref()),
-        (Some(503), Some("busy"))
-    );
-    assert_eq!(
-        (source.endpoint(), source.attempts()),
-        ("search", 1),
-        "the source: {source:?}"
-    );
+    assert_source(&e, Some(503), "busy", "search", 1);
     assert_nothing_leaked(&t);
 }
 

@@ -257,7 +257,7 @@ async fn rate_limit_token_of_an_attempt_never_sent_goes_back() {
 }
 
 /// Three per second, burst 1: one token every 333.333334 ms, which the millisecond
-/// timer serves at 334, 667 and 1000 ms.
+/// timer serves at 334, 668 and 1002 ms.
 #[resilient_api(
     timeout(attempt = "10s"),
     retry(max = 0),

@@ -1,6 +1,6 @@
 //! What a redirect does to the method and the body: 307 and 308 send the same method
 //! and bytes again; 301, 302 and 303 turn a POST into a bodiless GET (a PUT, PATCH or
-//! DELETE keeps its method and bytes on a 301 or 302: `retry_review`); a streamed body,
+//! DELETE keeps its method and bytes on a 301 or 302: `resend_rules`); a streamed body,
 //! sent once, cannot follow a 307. Only those five statuses are followed, and only to an
 //! `http` or `https` URL.
 

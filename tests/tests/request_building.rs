@@ -1,8 +1,8 @@
-//! Review of how a call's request is built from its arguments and how its answer is
-//! read (DESIGN §2.3, the README's "Parameters" and "Results"): exact URLs, query
-//! strings, header bytes and decoded values on the scripted transport.
+//! How a call's request is built from its arguments and how its answer is read
+//! (DESIGN §2.3, the README's "Parameters" and "Results"): exact URLs, query strings,
+//! header bytes and decoded values on the scripted transport.
 //!
-//! Tests named "regression" failed on the code before the review that wrote them.
+//! Tests named "regression" failed on the code before the fix they came with.
 
 use resilient_api::testing::{ScriptedTransport, Step};
 use resilient_api::{ApiError, Bytes, ErrorKind, resilient_api};
@@ -50,7 +50,7 @@ pub struct Doc {
     pub text: String,
 }
 
-/// Endpoints of every shape the review needed; no retries.
+/// Endpoints of every shape these tests need; no retries.
 #[resilient_api(timeout(attempt = "1s"), retry(max = 0))]
 pub trait Review {
     #[get("/x")]

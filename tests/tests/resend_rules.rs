@@ -1,7 +1,7 @@
-//! Review of retries, idempotency keys, user hooks and request bodies: how each
-//! outcome is classified by method, what a redirect does to a write, whether the
-//! retry predicate governs a hedge sent after a failure, and what a failing hook
-//! leaves behind in a hedged round.
+//! When a request may be sent again: how each failure after sending is classified by
+//! method, what a redirect does to a write, whether the retry predicate governs a
+//! hedge sent after a failure, what a keyed hedged POST sends, and what a failing
+//! hook leaves behind in a hedged round.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
