@@ -102,6 +102,16 @@ impl Conn {
 }
 
 /// A server that runs `serve` on every connection it accepts.
+/// A server that reads one request and writes `answer`, as it is, then closes.
+async fn answer_once(answer: &'static [u8]) -> Raw {
+    raw(move |mut c| async move {
+        if c.request().await {
+            c.write(answer).await;
+        }
+    })
+    .await
+}
+
 async fn raw<F, Fut>(serve: F) -> Raw
 where
     F: Fn(Conn) -> Fut + Send + Sync + 'static,
@@ -257,15 +267,10 @@ async fn a_redirect_to_a_url_reqwest_cannot_send_to_is_a_redirect_error() {
 /// response body was larger than the limit". It was not.
 #[tokio::test]
 async fn transfer_encoding_overrides_content_length_for_the_body_limit() {
-    let server = raw(|mut c| async move {
-        if c.request().await {
-            c.write(
-                b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ntransfer-encoding: chunked\r\n\
-                  content-length: 100000000\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
-            )
-            .await;
-        }
-    })
+    let server = answer_once(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ntransfer-encoding: chunked\r\n\
+          content-length: 100000000\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+    )
     .await;
     let api = SockClient::builder()
         .base_url(&server.base)
@@ -370,15 +375,10 @@ async fn a_content_length_over_the_limit_is_refused_before_the_body_arrives() {
 /// retried on a GET, every attempt counted at the server.
 #[tokio::test]
 async fn a_chunked_body_cut_short_is_a_transport_failure() {
-    let server = raw(|mut c| async move {
-        if c.request().await {
-            c.write(
-                b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\
-                  transfer-encoding: chunked\r\n\r\n5\r\nhello\r\n",
-            )
-            .await;
-        }
-    })
+    let server = answer_once(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\
+          transfer-encoding: chunked\r\n\r\n5\r\nhello\r\n",
+    )
     .await;
 
     let err = sock(&server.base).get_text().await.unwrap_err();
