@@ -1,11 +1,15 @@
 //! Retry basics (S1, S2, S3) and the classification edges: what is retried on which
-//! method, and what is never sent at all.
+//! method, and what is never sent at all; and a fixed jitter's exact waits.
 
 use std::time::Duration;
 
+use resilient_api::Jitter;
+use resilient_api::retry::backoff::Backoff;
 use resilient_api::testing::{ScriptedTransport, Step};
 use resilient_api::{ApiError, ErrorKind, resilient_api};
-use tests::{Clock, assert_follow_up_succeeds, ms, scripted};
+use tests::{
+    Clock, assert_follow_up_succeeds, assert_nothing_leaked, ms, scripted, scripted_builder,
+};
 
 /// Two retries, 20 ms apart, on 503.
 #[resilient_api(
@@ -223,4 +227,51 @@ async fn a_decode_error_says_how_many_attempts_came_before_it() {
         (ErrorKind::Decode, 2, 2)
     );
     assert_eq!(e.endpoint(), "document");
+}
+
+/// One retry on 503 with full jitter from a 1 s base.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 1, backoff = exponential_jitter(base = "1s", factor = 2, cap = "10s"), on = [503])
+)]
+pub trait Jittered {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+/// Regression: a fixed jitter that is not a binary fraction came out a millisecond
+/// short. Full jitter waits `min(cap, base * factor^n) * jitter`, floored to whole
+/// milliseconds so that a fixed jitter gives round numbers (the backoff module's
+/// docs; DESIGN §3.10: exact milliseconds under a fixed jitter). `0.3` is
+/// 0.29999999999999998... in binary, and 1000 ms × that, floored, read 299 ms; so did
+/// every wait after it, and decorrelated jitter's 100 ms + 200 ms × 0.7 read 239 ms.
+#[tokio::test(start_paused = true)]
+async fn a_fixed_jitter_of_0_3_waits_300ms() {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("busy"),
+        Step::status(200).body("ready"),
+    ]);
+    let clock = Clock::start();
+    let api = scripted_builder::<JitteredClient>(&t)
+        .jitter(Jitter::fixed(0.3))
+        .build()
+        .expect("the client builds");
+
+    assert_eq!(api.resource().await.expect("the retry succeeds"), "ready");
+    assert_eq!(t.dispatch_times(), [ms(0), ms(300)]);
+    assert_eq!(clock.now_ms(), 300);
+    assert_nothing_leaked(&t);
+
+    let full = Backoff::ExponentialJitter {
+        base: ms(1000),
+        factor: 2,
+        cap: ms(100_000),
+    };
+    let waits: Vec<Duration> = full.iter(Jitter::fixed(0.3)).take(4).collect();
+    assert_eq!(waits, [300, 600, 1_200, 2_400].map(ms));
+    let decorrelated = Backoff::DecorrelatedJitter {
+        base: ms(100),
+        cap: ms(100_000),
+    };
+    assert_eq!(decorrelated.iter(Jitter::fixed(0.7)).next(), Some(ms(240)));
 }

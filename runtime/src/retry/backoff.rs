@@ -225,11 +225,14 @@ fn grow(current: Duration, factor: u32, cap: Duration) -> Duration {
     current.saturating_mul(factor.max(1)).min(cap)
 }
 
-/// `d * fraction`, floored to whole milliseconds, exactly (no float rounding of `d`).
+/// `d * fraction`, floored to whole milliseconds (no float rounding of `d`).
 ///
 /// `fraction` is taken into `[0, 1)` (a `NaN` counts as 0) and used as a 53-bit
-/// fixed-point number, so `0.5` halves any duration exactly and the result never
-/// exceeds `d`.
+/// fixed-point number. The product is rounded to the nearest nanosecond (ties down)
+/// before the floor: a decimal fraction such as `0.3` is a hair below its value in
+/// binary, and flooring that hair would make 1 s × 0.3 read 299 ms. `0.5` still halves
+/// any duration exactly, and the result stays below `d` (full jitter's range is
+/// half-open) unless `d` is zero.
 fn scale_floor_ms(d: Duration, fraction: f64) -> Duration {
     const FRACTION_BITS: u32 = 53;
     let fraction = if fraction.is_nan() {
@@ -245,7 +248,9 @@ fn scale_floor_ms(d: Duration, fraction: f64) -> Duration {
     let nanos = d.as_nanos();
     let high = nanos >> 64;
     let low = nanos & u128::from(u64::MAX);
-    let scaled = ((high * fixed) << (64 - FRACTION_BITS)) + ((low * fixed) >> FRACTION_BITS);
+    let half = (1u128 << (FRACTION_BITS - 1)) - 1;
+    let scaled = ((high * fixed) << (64 - FRACTION_BITS)) + ((low * fixed + half) >> FRACTION_BITS);
+    let scaled = scaled.min(nanos.saturating_sub(1));
 
     let millis = scaled / 1_000_000;
     let secs = u64::try_from(millis / 1_000).unwrap_or(u64::MAX);
@@ -435,6 +440,20 @@ mod tests {
         assert_eq!(got.as_millis(), expected_ms);
         assert_eq!(got.subsec_nanos() % 1_000_000, 0);
         assert_eq!(scale_floor_ms(d, f64::NAN), Duration::ZERO);
+    }
+
+    /// Regression: a decimal jitter is a hair below its value in binary (`0.3` is
+    /// 0.29999999999999998...), and flooring that hair made 1 s × 0.3 read 299 ms.
+    #[test]
+    fn a_decimal_fraction_scales_to_its_decimal_milliseconds() {
+        let second = Duration::from_secs(1);
+        for (fraction, want) in [(0.3, 300), (0.7, 700), (0.1, 100), (0.9, 900), (0.55, 550)] {
+            assert_eq!(scale_floor_ms(second, fraction), ms(want), "{fraction}");
+        }
+        // The range stays half-open: what rounds up to the whole wait is kept below it.
+        assert_eq!(scale_floor_ms(second, 1.0), ms(999));
+        assert_eq!(scale_floor_ms(ms(1), 0.999_999_999_9), Duration::ZERO);
+        assert_eq!(scale_floor_ms(Duration::ZERO, 0.5), Duration::ZERO);
     }
 
     #[test]
