@@ -209,3 +209,87 @@ async fn a_retry_its_caller_drops_is_given_back() {
     assert_eq!(r.expect("the dropped retry was given back"), "ok");
     assert_eq!(t.attempts(), 4);
 }
+
+/// A coalesced read, and a read with two retries, in one partition's budget.
+#[resilient_api(
+    timeout(attempt = "1s"),
+    retry(max = 1, backoff = fixed(delay = "20ms"), on = [503]),
+    breaker(failures = 100, reset = "1s")
+)]
+pub trait Shared {
+    #[get("/config")]
+    #[coalesce]
+    async fn config(&self) -> Result<String, ApiError>;
+
+    #[get("/plain")]
+    #[retry(max = 2)]
+    async fn plain(&self) -> Result<String, ApiError>;
+}
+
+/// Pins the budget for a shared execution: it deposits once and pays for its retry
+/// once, whoever is waiting; a refusal reaches every caller, each with the one
+/// attempt, when the 503 comes in (t=5); nothing is sent again.
+#[tokio::test(start_paused = true)]
+async fn a_coalesced_execution_refused_by_the_budget_ends_every_callers_call() {
+    let t = ScriptedTransport::new([Step::status(503).body("busy").delay(tests::ms(5))]);
+    let api: SharedClient = tests::scripted_builder(&t)
+        .retry_budget(budget(0, 0.0))
+        .build()
+        .expect("builds");
+    let clock = tests::Clock::start();
+    let callers: Vec<_> = (0..2)
+        .map(|_| {
+            let api = api.clone();
+            tests::spawn_timed(clock, async move { api.config().await })
+        })
+        .collect();
+    for caller in callers {
+        let (result, at) = caller.await.expect("the caller's task ends");
+        let e = result.expect_err("no retry allowed");
+        assert_eq!(
+            (e.kind(), e.attempts(), at),
+            (ErrorKind::BudgetExhausted, 1, 5)
+        );
+    }
+    assert_eq!(t.attempts(), 1);
+    tests::assert_nothing_leaked(&t);
+}
+
+/// Pins the refund when the last caller of a shared execution leaves during its
+/// backoff: the retry it paid for at t=5 is never sent, so it is given back. With one
+/// retry earned per call and no floor, the next call (two deposits, none spent) can
+/// retry twice; had the shared execution kept its payment, its second retry would be
+/// refused.
+#[tokio::test(start_paused = true)]
+async fn the_last_coalesced_caller_leaving_during_the_backoff_gives_the_payment_back() {
+    let t = ScriptedTransport::new([Step::status(503).body("busy").delay(tests::ms(5))]);
+    let api: SharedClient = tests::scripted_builder(&t)
+        .retry_budget(budget(0, 1.0))
+        .build()
+        .expect("builds");
+    let clock = tests::Clock::start();
+    let (a, b) = futures_util::future::join(
+        tokio::time::timeout(tests::ms(10), api.config()),
+        tokio::time::timeout(tests::ms(10), api.config()),
+    )
+    .await;
+    assert!(a.is_err() && b.is_err(), "both callers leave at t=10");
+    assert_eq!(
+        t.attempts(),
+        1,
+        "one shared execution, its retry never sent"
+    );
+    assert_eq!(clock.now_ms(), 10);
+
+    t.push([
+        Step::status(503),
+        Step::status(503),
+        Step::status(200).body("ok"),
+    ]);
+    assert_eq!(api.plain().await.expect("two retries paid for"), "ok");
+    assert_eq!(
+        t.dispatch_times()[1..],
+        [tests::ms(10), tests::ms(30), tests::ms(50)]
+    );
+    tests::assert_nothing_leaked(&t);
+}
