@@ -9,8 +9,11 @@
 //! # Defaults
 //! A step answers at once, with no headers and an empty body, unless told otherwise.
 //! A full body gets a `content-length` header unless the step sets one. An attempt with
-//! no step left panics with a message saying so: a test that dispatches more than it
-//! scripted is wrong, loudly.
+//! no step left panics with a message saying so (its method and redacted URL): a test
+//! that dispatches more than it scripted is wrong, loudly. That dispatch is neither
+//! counted nor recorded, so after [`ScriptedTransport::push`] the records go on in
+//! step. The script and the records share one lock, so from any number of threads
+//! `requests()[k]` is the request that was answered with step `k`.
 //!
 //! # Example
 //! ```
@@ -421,11 +424,17 @@ pub struct ScriptedTransport {
 
 struct Shared {
     start: Instant,
-    script: Mutex<VecDeque<Step>>,
-    requests: Mutex<Vec<RecordedRequest>>,
-    attempts: AtomicUsize,
+    /// The script and the records under one lock: a dispatch takes its step and is
+    /// recorded in one step, so `requests()[k]` is the request that got step `k`, and
+    /// the attempts counted are the dispatches recorded, from any number of threads.
+    state: Mutex<State>,
     in_flight: AtomicUsize,
     open_bodies: AtomicUsize,
+}
+
+struct State {
+    script: VecDeque<Step>,
+    requests: Vec<RecordedRequest>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -452,9 +461,10 @@ impl ScriptedTransport {
         ScriptedTransport {
             shared: Arc::new(Shared {
                 start: Instant::now(),
-                script: Mutex::new(steps.into_iter().collect()),
-                requests: Mutex::new(Vec::new()),
-                attempts: AtomicUsize::new(0),
+                state: Mutex::new(State {
+                    script: steps.into_iter().collect(),
+                    requests: Vec::new(),
+                }),
                 in_flight: AtomicUsize::new(0),
                 open_bodies: AtomicUsize::new(0),
             }),
@@ -478,7 +488,7 @@ impl ScriptedTransport {
     /// # Ok(()) }
     /// ```
     pub fn push(&self, steps: impl IntoIterator<Item = Step>) {
-        lock(&self.shared.script).extend(steps);
+        lock(&self.shared.state).script.extend(steps);
     }
 
     /// Dispatches so far.
@@ -498,7 +508,7 @@ impl ScriptedTransport {
     /// # Ok(()) }
     /// ```
     pub fn attempts(&self) -> usize {
-        self.shared.attempts.load(Ordering::SeqCst)
+        lock(&self.shared.state).requests.len()
     }
 
     /// Attempts not yet answered, failed or dropped.
@@ -569,7 +579,7 @@ impl ScriptedTransport {
     /// # Ok(()) }
     /// ```
     pub fn requests(&self) -> Vec<RecordedRequest> {
-        lock(&self.shared.requests).clone()
+        lock(&self.shared.state).requests.clone()
     }
 
     /// The times of every dispatch so far, since the transport was created.
@@ -589,7 +599,11 @@ impl ScriptedTransport {
     /// # Ok(()) }
     /// ```
     pub fn dispatch_times(&self) -> Vec<Duration> {
-        lock(&self.shared.requests).iter().map(|r| r.at).collect()
+        lock(&self.shared.state)
+            .requests
+            .iter()
+            .map(|r| r.at)
+            .collect()
     }
 }
 
@@ -622,14 +636,6 @@ impl Drop for Count {
 impl Transport for ScriptedTransport {
     fn send(&self, request: HttpRequest) -> SendFuture {
         let shared = self.shared.clone();
-        let n = shared.attempts.fetch_add(1, Ordering::SeqCst) + 1;
-        let at = shared.start.elapsed();
-        // Taken and recorded now, in dispatch order, even if the future is dropped
-        // before its first poll; a dispatch past the end of the script fails now.
-        let Some(step) = lock(&shared.script).pop_front() else {
-            panic!("ScriptedTransport: attempt {n} has no step left in the script");
-        };
-        let in_flight = Count::new(&shared, |s| &s.in_flight);
         let HttpRequest {
             method,
             url,
@@ -641,17 +647,32 @@ impl Transport for ScriptedTransport {
             RequestBody::Bytes(b) => (b, None),
             RequestBody::Stream(s) => (Bytes::new(), Some(s)),
         };
-        let index = {
-            let mut requests = lock(&shared.requests);
-            requests.push(RecordedRequest {
+        let url = url.to_string();
+        // Taken and recorded now, in dispatch order, even if the future is dropped
+        // before its first poll; a dispatch past the end of the script fails now, and
+        // is neither counted nor recorded (`push` more steps and go on).
+        let (step, index) = {
+            let mut state = lock(&shared.state);
+            let index = state.requests.len();
+            let Some(step) = state.script.pop_front() else {
+                drop(state);
+                panic!(
+                    "ScriptedTransport: attempt {} has no step left in the script ({method} {})",
+                    index + 1,
+                    crate::observe::redact_url(&url)
+                );
+            };
+            let at = shared.start.elapsed();
+            state.requests.push(RecordedRequest {
                 method,
-                url: url.to_string(),
+                url,
                 headers,
                 body,
                 at,
             });
-            requests.len() - 1
+            (step, index)
         };
+        let in_flight = Count::new(&shared, |s| &s.in_flight);
         Box::pin(async move {
             // A streamed body is read as a server would, and its bytes recorded then.
             if let Some(mut s) = stream {
@@ -666,7 +687,7 @@ impl Transport for ScriptedTransport {
                         }
                     }
                 }
-                if let Some(recorded) = lock(&shared.requests).get_mut(index) {
+                if let Some(recorded) = lock(&shared.state).requests.get_mut(index) {
                     recorded.body = buf.freeze();
                 }
             }

@@ -1,13 +1,15 @@
 //! The scripted transport itself: the scenario tests are only as exact as it is. It
 //! records every dispatch when it is made, in dispatch order; a body's chunks arrive
 //! at fixed times from the head, whenever the reader asks; an empty body ends at once;
-//! a body to be cut short declares no length; a mistake in a script fails loudly.
+//! a body to be cut short declares no length; a mistake in a script fails loudly, and
+//! the records stay in step with the script, from any number of threads.
 
 use futures_util::StreamExt;
 use resilient_api::request::RequestBody;
 use resilient_api::testing::{ScriptedTransport, Step};
 use resilient_api::transport::{HttpRequest, Transport};
-use tests::{Clock, ms};
+use resilient_api::{ApiError, resilient_api};
+use tests::{Clock, assert_nothing_leaked, ms, scripted};
 
 fn get(path: &str) -> HttpRequest {
     HttpRequest {
@@ -148,4 +150,101 @@ async fn a_body_that_never_goes_on_waits_instead_of_panicking() {
         drop(response);
     }
     assert_eq!((t.in_flight(), t.open_bodies()), (0, 0));
+}
+
+/// DESIGN §3.10 ("it records every dispatch with its time and bytes") and the
+/// transport's own docs ("recorded now, in dispatch order"): `requests()[k]` is the
+/// request that was answered with step `k`. `ScriptedTransport` is `Send + Sync` and
+/// `Clone`, so a multi-threaded test (or a `flavor = "multi_thread"` runtime) may
+/// dispatch from several threads at once.
+///
+/// Regression: `send` took the step under one lock and pushed the record later under
+/// another, so two dispatches on two threads could take steps k, k+1 and be recorded
+/// as k+1, k: thousands of these 20,000 records were paired with another dispatch's
+/// step.
+#[test]
+fn requests_are_recorded_in_the_order_steps_are_taken_across_threads() {
+    const THREADS: usize = 4;
+    const EACH: usize = 5000;
+    let t = ScriptedTransport::new(
+        (0..THREADS * EACH).map(|i| Step::status(200).header("x-step", &i.to_string())),
+    );
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(THREADS));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|th| {
+            let t = t.clone();
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                let rt = tests::case_runtime(false);
+                barrier.wait();
+                let mut seen = Vec::with_capacity(EACH);
+                for j in 0..EACH {
+                    let path = format!("/{th}/{j}");
+                    let answer = rt.block_on(t.send(get(&path))).expect("a head");
+                    let url = format!("https://example.test{path}");
+                    let step: usize = answer.headers["x-step"]
+                        .to_str()
+                        .expect("text")
+                        .parse()
+                        .expect("a number");
+                    seen.push((url, step));
+                }
+                seen
+            })
+        })
+        .collect();
+    let seen: Vec<_> = threads
+        .into_iter()
+        .flat_map(|h| h.join().expect("no panic"))
+        .collect();
+    let recorded = t.requests();
+    assert_eq!(recorded.len(), THREADS * EACH);
+    let mismatched = seen
+        .iter()
+        .filter(|(url, step)| recorded[*step].url != *url)
+        .count();
+    assert_eq!(
+        mismatched, 0,
+        "requests()[k] is not the request that was answered with step k"
+    );
+}
+
+/// The transport's docs: `attempts()` is "dispatches so far", `requests()` "every
+/// dispatch so far", and harness.rs's regression `a_dispatch_is_recorded_when_it_is_made`
+/// established that the two must agree. A dispatch past the end of the script panics
+/// (documented, fine), but the panic is raised inside the call's task: a test that
+/// spawns calls gets it as a `JoinError` and goes on, and `push` after exhaustion is a
+/// documented use.
+///
+/// Regression: `send` counted the attempt before it found the script empty, and
+/// panicked without recording it, so from then on `attempts()` was one more than
+/// `requests().len()`, for good: after a `push` and a follow-up, 3 against 2.
+#[tokio::test(start_paused = true)]
+async fn a_dispatch_past_the_script_keeps_attempts_and_requests_in_step() {
+    let t = ScriptedTransport::new([Step::status(200).body("one")]);
+    let api = scripted::<ApiClient>(&t);
+    assert_eq!(api.plain().await.expect("scripted"), "one");
+    let overrun = api.clone();
+    let joined = tokio::spawn(async move { overrun.plain().await }).await;
+    assert!(joined.is_err(), "the overrun panics, loudly");
+    assert_nothing_leaked(&t);
+    assert_eq!(
+        (t.attempts(), t.requests().len(), t.dispatch_times().len()),
+        (t.requests().len(), t.requests().len(), t.requests().len()),
+        "after the overrun: attempts vs recorded dispatches"
+    );
+    t.push([Step::status(200).body("two")]);
+    assert_eq!(api.plain().await.expect("scripted again"), "two");
+    assert_eq!(
+        t.attempts(),
+        t.requests().len(),
+        "after push and a follow-up: attempts vs recorded dispatches"
+    );
+}
+
+/// One plain GET, no retries.
+#[resilient_api(timeout(attempt = "100ms"), retry(max = 0))]
+pub trait Api {
+    #[get("/plain")]
+    async fn plain(&self) -> Result<String, ApiError>;
 }
