@@ -941,8 +941,10 @@ impl<C: GeneratedClient> ClientBuilder<C> {
     }
 
     /// A header sent on every request. Setting a name again replaces its earlier value
-    /// (names are case-insensitive). `Content-Length` and `Transfer-Encoding` are the
-    /// client's own, set from the body it sends: `build()` refuses them.
+    /// (names are case-insensitive); a header made secret before (by
+    /// [`secret_header`](Self::secret_header) or [`bearer_auth`](Self::bearer_auth))
+    /// stays secret with its new value. `Content-Length` and `Transfer-Encoding` are
+    /// the client's own, set from the body it sends: `build()` refuses them.
     ///
     /// ```
     /// # use resilient_api::testing::{ScriptedTransport, Step};
@@ -1386,7 +1388,9 @@ impl<C: GeneratedClient> ClientBuilder<C> {
             }
             let mut v: HeaderValue = crate::request::header_value(value)
                 .map_err(|r| ApiError::builder(format!("header `{name}`: {r}")))?;
-            if *secret || crate::observe::is_secret_header(&n, &v) {
+            // A value given again replaces the old one, not its secrecy.
+            let was_secret = headers.get(&n).is_some_and(HeaderValue::is_sensitive);
+            if *secret || was_secret || crate::observe::is_secret_header(&n, &v) {
                 v.set_sensitive(true);
             }
             headers.insert(n, v);

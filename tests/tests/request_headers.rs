@@ -4,7 +4,7 @@
 use resilient_api::testing::{ScriptedTransport, Step};
 use resilient_api::{ApiError, Bytes, resilient_api};
 use serde::Serialize;
-use tests::{scripted, scripted_builder};
+use tests::{assert_nothing_leaked, scripted, scripted_builder};
 
 /// A JSON body.
 #[derive(Debug, Serialize)]
@@ -157,6 +157,61 @@ async fn a_calls_value_for_a_client_wide_secret_header_stays_secret() {
     assert!(sent.headers["x-api-key"].is_sensitive());
     let printed = format!("{sent:?}");
     assert!(!printed.contains("CANARY"), "leaked: {printed}");
+}
+
+/// One plain GET, no retries.
+#[resilient_api(timeout(attempt = "1s"), retry(max = 0))]
+pub trait Plain {
+    #[get("/plain")]
+    async fn plain(&self) -> Result<String, ApiError>;
+}
+
+/// DESIGN §3.9 ("configured secret headers ... are redacted in every log, event,
+/// `Debug` and error"; on a change of origin "every credential header ... and any
+/// header the API declares secret is dropped") and the rule the pipeline itself keeps
+/// one level down (runtime/src/pipeline.rs `prepare`: "A client-wide secret stays
+/// secret whatever value a call gives it"). A header configured with
+/// `secret_header("x-api-key", ..)` and then given another value with
+/// `header("X-Api-Key", ..)` is still that secret header: the new value replaces the
+/// old (documented), and it stays redacted and is not sent to another origin.
+///
+/// Regression: `build()` took the flag from the later value alone, so the key was
+/// printed by the client's `Debug` and by `RecordedRequest`'s, and was sent along on
+/// a cross-origin redirect.
+#[tokio::test(start_paused = true)]
+async fn a_secret_header_given_a_new_value_on_the_builder_stays_secret() {
+    let t = ScriptedTransport::new([
+        Step::status(302).header("location", "https://elsewhere.test/plain"),
+        Step::status(200).body("ok"),
+    ]);
+    let api = scripted_builder::<PlainClient>(&t)
+        .secret_header("x-api-key", "k-1")
+        .header("X-Api-Key", "k-2")
+        .build()
+        .expect("the client builds");
+    assert!(
+        !format!("{api:?}").contains("k-2"),
+        "the client's Debug shows the key: {api:?}"
+    );
+    assert_eq!(api.plain().await.expect("redirected"), "ok");
+    let sent = t.requests();
+    assert_eq!(sent.len(), 2);
+    assert_eq!(
+        sent[0].headers["x-api-key"], "k-2",
+        "sent to its own origin"
+    );
+    assert!(
+        sent[0].headers["x-api-key"].is_sensitive(),
+        "not marked secret: {:?}",
+        sent[0]
+    );
+    assert_eq!(sent[1].url, "https://elsewhere.test/plain");
+    assert!(
+        !sent[1].headers.contains_key("x-api-key"),
+        "the secret key went to another origin: {:?}",
+        sent[1].headers.get("x-api-key")
+    );
+    assert_nothing_leaked(&t);
 }
 
 /// A POST keyed anew for every call, whose caller may bring its own key.
