@@ -90,8 +90,13 @@ use crate::response::RawResponse;
 /// until the round ends, which decides whether they count (ignored when a branch
 /// wins, recorded otherwise). A round dropped before that, by the call's deadline or
 /// its cancellation, records them as it goes: the deadline cut the round short, not
-/// those attempts, which had already failed.
-struct Failed<'a>(Vec<Verdict<'a>>);
+/// those attempts, which had already failed. What that records (a trip of the
+/// breaker) is logged in the call's span, as every attempt's outcome is, even when
+/// the round is dropped after the call left it or by a caller dropping the call.
+struct Failed<'a> {
+    held: Vec<Verdict<'a>>,
+    call_span: Option<&'a tracing::Span>,
+}
 
 impl<'a> Failed<'a> {
     /// Hold a failed branch's verdict, unless it holds a half-open breaker's probe
@@ -105,7 +110,7 @@ impl<'a> Failed<'a> {
         if verdict.probe() {
             verdict.record();
         } else {
-            self.0.push(verdict);
+            self.held.push(verdict);
         }
     }
 }
@@ -113,7 +118,7 @@ impl<'a> Failed<'a> {
 impl Failed<'_> {
     /// Record every held verdict: the round ends in failure.
     fn record_all(&mut self) {
-        for v in self.0.drain(..) {
+        for v in self.held.drain(..) {
             v.record();
         }
     }
@@ -121,6 +126,11 @@ impl Failed<'_> {
 
 impl Drop for Failed<'_> {
     fn drop(&mut self) {
+        if self.held.is_empty() {
+            return;
+        }
+        // Entered again if it already is (a round that ended inside the call's poll).
+        let _entered = self.call_span.map(tracing::Span::enter);
         self.record_all();
     }
 }
@@ -164,7 +174,10 @@ impl Call<'_> {
         let mut ended: u32 = 0;
         let mut branches: FuturesUnordered<Branch<'_>> = FuturesUnordered::new();
         let mut launched: u32 = 0;
-        let mut failed = Failed(Vec::new());
+        let mut failed = Failed {
+            held: Vec::new(),
+            call_span: self.call_span,
+        };
         let mut last: Option<Failure> = None;
         // The first refusal by a policy (breaker, bulkhead, rate limiter, budget), and
         // how many launched branches were refused before dispatch.
@@ -282,7 +295,7 @@ impl Call<'_> {
                     }
                     // Losers still in flight are dropped with `branches`; losers that
                     // already failed count as nothing.
-                    for v in failed.0.drain(..) {
+                    for v in failed.held.drain(..) {
                         v.ignore();
                     }
                     return Ok(raw);
