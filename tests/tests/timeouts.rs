@@ -513,3 +513,81 @@ fn an_answer_in_the_tick_before_the_deadlines_is_the_answer() {
         });
     }
 }
+
+/// One endpoint for each way a call can go.
+#[resilient_api(timeout(attempt = "100ms"), retry(max = 2, backoff = fixed(delay = "20ms")))]
+pub trait Paths {
+    #[get("/plain")]
+    async fn plain(&self) -> Result<String, ApiError>;
+
+    #[get("/items/{id}")]
+    async fn item(&self, id: u32) -> Result<String, ApiError>;
+
+    #[get("/shared")]
+    #[coalesce]
+    async fn shared(&self) -> Result<String, ApiError>;
+
+    #[get("/hedged")]
+    #[hedge(delay = "10ms", max = 2)]
+    async fn hedged(&self) -> Result<String, ApiError>;
+
+    #[get("/download")]
+    async fn download(&self) -> Result<ResponseStream, ApiError>;
+}
+
+/// Pins a per-call deadline of zero, passed when the call starts: on every path (a
+/// plain call, a path parameter, coalesced, hedged, a streamed result) the call ends
+/// at once with `Deadline` and no attempt, and nothing is sent.
+#[tokio::test(start_paused = true)]
+async fn a_deadline_passed_at_the_start_sends_nothing_on_any_path() {
+    let t = ScriptedTransport::new([]);
+    let api = scripted::<PathsClient>(&t);
+    let zero = api.with_options(CallOptions::new().deadline(Duration::ZERO));
+    let clock = Clock::start();
+    let ended = [
+        ("plain", zero.plain().await.map(drop)),
+        ("item", zero.item(1).await.map(drop)),
+        ("shared", zero.shared().await.map(drop)),
+        ("hedged", zero.hedged().await.map(drop)),
+        ("download", zero.download().await.map(drop)),
+    ];
+    for (path, result) in ended {
+        let e = result.expect_err(path);
+        assert_eq!((e.kind(), e.attempts()), (ErrorKind::Deadline, 0), "{path}");
+    }
+    assert_eq!((clock.now_ms(), t.attempts()), (0, 0));
+}
+
+/// Pins a per-call deadline too far to represent (`Duration::MAX`, or ten years) as
+/// no deadline at all: the attempt's limit still ends the call at 100 ms, and on a
+/// trait with a total deadline the total still ends it at 250 ms.
+#[tokio::test(start_paused = true)]
+async fn a_deadline_too_far_to_reach_leaves_the_attempt_limit_and_the_total() {
+    let t = ScriptedTransport::new([Step::hang(), Step::hang()]);
+    let api = scripted::<QuickClient>(&t);
+    for far in [Duration::MAX, Duration::from_secs(10 * 365 * 86_400)] {
+        let clock = Clock::start();
+        let e = api
+            .with_options(CallOptions::new().deadline(far))
+            .resource()
+            .await
+            .expect_err("the attempt's limit");
+        assert_eq!(
+            (e.kind(), clock.now_ms()),
+            (ErrorKind::AttemptTimeout, 100),
+            "{far:?}"
+        );
+    }
+
+    let t = ScriptedTransport::new([Step::hang(), Step::hang(), Step::hang()]);
+    let api = scripted::<BoundedClient>(&t);
+    let clock = Clock::start();
+    let e = api
+        .with_options(CallOptions::new().deadline(Duration::MAX))
+        .resource()
+        .await
+        .expect_err("the trait's total");
+    assert_eq!((e.kind(), clock.now_ms()), (ErrorKind::Deadline, 250));
+    assert_eq!(t.dispatch_times(), [ms(0), ms(120), ms(240)]);
+    assert_nothing_leaked(&t);
+}
