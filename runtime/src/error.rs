@@ -618,7 +618,8 @@ impl ApiError {
         self.inner.retry_after
     }
 
-    /// True when the request body was a stream, so the call could not be retried.
+    /// True when the request body was a stream, so the call could not send it again:
+    /// not as a retry, nor to a 307 or 308 redirect's target.
     ///
     /// ```
     /// use resilient_api::{BodyStream, Bytes};

@@ -1286,11 +1286,11 @@ impl Call<'_> {
             };
             let keep_method = !to_get;
             if keep_method && was_stream {
-                return Err(Failure::fatal(
-                    ApiError::new(ErrorKind::Redirect).with_message(
-                        "a streamed request body cannot be sent again to the redirect target",
-                    ),
-                ));
+                let mut e = ApiError::new(ErrorKind::Redirect).with_message(
+                    "a streamed request body cannot be sent again to the redirect target",
+                );
+                e.set_not_replayable();
+                return Err(Failure::fatal(e));
             }
             crossed |= url.origin() != next.origin();
             let mut headers = prepared.headers.clone().unwrap_or_default();
@@ -1354,6 +1354,13 @@ impl Call<'_> {
                 retryable: true,
                 server_wait: None,
             },
+            // The caller's own stream, not the connection: never sent again, and no
+            // breaker failure (see `judge`).
+            TransportErrorKind::Io if crate::request::body_stream_failed(&e) => Failure::fatal(
+                ApiError::new(ErrorKind::Transport)
+                    .with_message("the request body stream failed")
+                    .with_source(e),
+            ),
             TransportErrorKind::Io => self.sent_then_failed(None, e),
         }
     }
@@ -1649,6 +1656,10 @@ fn judge(
                 }
             }
             match failure.error.kind() {
+                // The caller's own body stream failed: nothing about the upstream.
+                ErrorKind::Transport if crate::request::body_stream_failed(&failure.error) => {
+                    Outcome::Ignored
+                }
                 ErrorKind::Connect | ErrorKind::Transport | ErrorKind::AttemptTimeout => {
                     Outcome::Failure
                 }

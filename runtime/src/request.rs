@@ -297,6 +297,13 @@ pub struct ApiSpec {
 
 /// A streamed request body: never replayed, so endpoints taking one are never retried.
 ///
+/// A chunk the stream fails to give (a file that cannot be read) ends the call with
+/// [`ErrorKind::Transport`](crate::ErrorKind::Transport), whose message says the
+/// request body stream failed and whose source chain holds the stream's own error. It
+/// is the caller's failure, not the upstream's: the circuit breaker does not count it.
+/// A [`Transport`](crate::transport::Transport) of one's own reads the body as a
+/// [`Stream`] of chunks.
+///
 /// An endpoint takes one with `#[body(stream)]`:
 ///
 /// ```
@@ -334,10 +341,71 @@ impl BodyStream {
     where
         S: Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static,
     {
+        use futures_util::TryStreamExt as _;
+        // Marked, so that the pipeline can tell the stream's failure, as the transport
+        // hands it back, from the upstream's; the error's kind is kept.
+        let marked = stream.map_err(|e| std::io::Error::new(e.kind(), BodyFailed(e)));
         BodyStream {
-            inner: Box::pin(stream),
+            inner: Box::pin(marked),
         }
     }
+}
+
+/// The chunks, for a transport of one's own to send.
+///
+/// ```
+/// use futures_util::StreamExt as _;
+/// use resilient_api::request::BodyStream;
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let chunks = futures_util::stream::iter(vec![Ok(bytes::Bytes::from_static(b"hi"))]);
+/// let mut body = BodyStream::new(chunks);
+/// assert_eq!(body.next().await.map(Result::ok), Some(Some(bytes::Bytes::from_static(b"hi"))));
+/// assert!(body.next().await.is_none());
+/// # }
+/// ```
+impl Stream for BodyStream {
+    type Item = Result<Bytes, std::io::Error>;
+
+    fn poll_next(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        self.inner.as_mut().poll_next(cx)
+    }
+}
+
+/// A request body stream's own error, as its chunk's error carries it: the caller's
+/// failure, which the transport hands back inside its own error.
+#[derive(Debug)]
+struct BodyFailed(std::io::Error);
+
+impl fmt::Display for BodyFailed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the request body stream failed: {}", self.0)
+    }
+}
+
+impl std::error::Error for BodyFailed {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+/// Whether `error`, or an error in its source chain, is a request body stream's own
+/// failure (see [`BodyStream::new`]).
+pub(crate) fn body_stream_failed(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        let marked = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+            .is_some_and(|inner| inner.is::<BodyFailed>());
+        if marked || e.is::<BodyFailed>() {
+            return true;
+        }
+        next = e.source();
+    }
+    false
 }
 
 impl fmt::Debug for BodyStream {

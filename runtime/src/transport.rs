@@ -678,7 +678,9 @@ mod reqwest_transport {
         // reqwest's error holds the URL, query string included, and with it any
         // secret query parameter: never let it reach a log.
         let e = e.without_url();
-        if e.is_connect() {
+        if crate::request::body_stream_failed(&e) {
+            TransportError::io("the request body stream failed").with_source(e)
+        } else if e.is_connect() {
             TransportError::connect("connection failed").with_source(e)
         } else if never_written(&e) {
             TransportError::connect("the connection closed before the request was sent")

@@ -707,3 +707,47 @@ async fn a_hedge_wins_over_a_trickling_body_and_a_cut_branch_does_not_win() {
     assert_eq!(api.get().await.unwrap(), "late");
     within(start.elapsed(), 350, 1500);
 }
+
+/// Uploads under a breaker that one failure opens.
+#[resilient_api(
+    timeout(attempt = "1s"),
+    retry(max = 0),
+    breaker(failures = 1, reset = "10s")
+)]
+trait Uploads {
+    #[put("/u")]
+    async fn put(
+        &self,
+        #[body(stream)] data: resilient_api::BodyStream,
+    ) -> Result<String, ApiError>;
+
+    #[get("/u")]
+    async fn get(&self) -> Result<String, ApiError>;
+}
+
+/// Over reqwest too, a request body stream that fails on the caller's side ends the
+/// call as `Transport`, saying the body stream failed, and is no breaker failure: the
+/// next call to the same (healthy) server goes out and succeeds.
+#[tokio::test]
+async fn a_failing_upload_stream_over_reqwest_is_no_breaker_failure() {
+    let server =
+        answer_each(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 2\r\n\r\nok")
+            .await;
+    let api = UploadsClient::builder()
+        .base_url(&server.base)
+        .build()
+        .expect("client builds");
+    let chunks: Vec<Result<bytes::Bytes, std::io::Error>> = vec![
+        Ok(bytes::Bytes::from_static(b"abc")),
+        Err(std::io::Error::other("disk read failed")),
+    ];
+    let body = resilient_api::BodyStream::new(futures_util::stream::iter(chunks));
+    let e = api.put(body).await.expect_err("the stream failed");
+    assert_eq!((e.kind(), e.attempts()), (ErrorKind::Transport, 1), "{e:?}");
+    assert!(e.to_string().contains("request body stream failed"), "{e}");
+    assert_eq!(
+        api.circuit_state().phase,
+        resilient_api::circuit_breaker::state::Phase::Closed
+    );
+    assert_eq!(api.get().await.expect("the server is healthy"), "ok");
+}

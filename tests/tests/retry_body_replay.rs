@@ -1,10 +1,12 @@
 //! Request bodies on retries (S11): every retry sends the same bytes; a streamed body is
-//! sent once and never replayed; an idempotency key is the same on every attempt of a
-//! call and different between calls.
+//! sent once and never replayed (not to a 307 or 308 either), and its own failure is
+//! the caller's, not the upstream's; an idempotency key is the same on every attempt of
+//! a call and different between calls.
 
 use std::time::Duration;
 
 use bytes::Bytes;
+use resilient_api::circuit_breaker::state::Phase;
 use resilient_api::testing::{ScriptedTransport, Step};
 use resilient_api::{ApiError, BodyStream, ErrorKind, resilient_api};
 use tests::{Clock, assert_nothing_leaked, ms, script_follow_up, scripted};
@@ -223,4 +225,89 @@ async fn keyed_post_exhausting_its_retries_keeps_one_key() {
         header(&sent[1], "idempotency-key")
     );
     assert_nothing_leaked(&t);
+}
+
+/// Uploads under a breaker that one failure opens.
+#[resilient_api(
+    timeout(attempt = "100ms"),
+    retry(max = 0),
+    breaker(failures = 1, reset = "1s")
+)]
+pub trait Files {
+    #[put("/files")]
+    async fn put(&self, #[body(stream)] data: BodyStream) -> Result<String, ApiError>;
+
+    #[get("/files")]
+    async fn get(&self) -> Result<String, ApiError>;
+}
+
+/// A stream of one chunk, then the error of a file that cannot be read.
+fn unreadable() -> BodyStream {
+    let chunks: Vec<Result<Bytes, std::io::Error>> = vec![
+        Ok(Bytes::from_static(b"abc")),
+        Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            "disk read failed",
+        )),
+    ];
+    BodyStream::new(futures_util::stream::iter(chunks))
+}
+
+/// Regression: a request body stream that failed on the caller's side (a file that
+/// cannot be read) was recorded as the upstream's transport failure, so with
+/// `failures = 1` one unreadable local file opened the breaker, and the next call to
+/// the healthy host was refused without a dispatch. The breaker judges whether the
+/// upstream answers (README, the breaker row; DESIGN §3.6): the call still fails, as
+/// `Transport`, saying the body stream failed, with the stream's own error (and its
+/// kind) in the source chain, and the breaker stays closed.
+#[tokio::test(start_paused = true)]
+async fn a_request_body_stream_that_fails_is_no_breaker_failure() {
+    let t = ScriptedTransport::new([
+        Step::status(200).body("never read"),
+        Step::status(200).body("ok"),
+    ]);
+    let api = scripted::<FilesClient>(&t);
+    let e = api.put(unreadable()).await.expect_err("the stream failed");
+    assert_eq!((e.kind(), e.attempts()), (ErrorKind::Transport, 1));
+    assert!(e.to_string().contains("request body stream failed"), "{e}");
+    let mut cause = std::error::Error::source(&e);
+    let mut kinds = Vec::new();
+    while let Some(c) = cause {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            kinds.push(io.kind());
+        }
+        cause = c.source();
+    }
+    assert!(
+        kinds.contains(&std::io::ErrorKind::PermissionDenied),
+        "the stream's own error is in the chain: {e:?}"
+    );
+    assert_eq!(api.circuit_state().phase, Phase::Closed);
+    assert_eq!(api.get().await.expect("the host is healthy"), "ok");
+    assert_eq!(t.attempts(), 2);
+    assert_nothing_leaked(&t);
+}
+
+/// Regression: a 307 or 308 to a streamed upload ended the call with a `Redirect`
+/// error that said only in its text that the body could not be sent again;
+/// `body_not_replayable()` was false (DESIGN §3.3: the call "says the body could not
+/// be replayed"; §3.8: without parsing messages).
+#[tokio::test(start_paused = true)]
+async fn a_streamed_body_refused_by_a_307_or_308_says_it_could_not_be_replayed() {
+    for status in [307u16, 308] {
+        let t = ScriptedTransport::new([Step::status(status).header("location", "/elsewhere")]);
+        let api = scripted::<FilesClient>(&t);
+        let e = api.put(payload_stream()).await.expect_err("not followed");
+        assert_eq!(
+            (e.kind(), e.attempts()),
+            (ErrorKind::Redirect, 1),
+            "{status}"
+        );
+        assert!(e.body_not_replayable(), "{status}: {e}");
+        assert!(
+            e.to_string().contains("could not be replayed"),
+            "{status}: {e}"
+        );
+        assert_nothing_leaked(&t);
+    }
 }
