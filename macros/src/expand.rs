@@ -6,7 +6,7 @@
 //! errors and not a cascade.
 
 use proc_macro2::{Literal, Span, TokenStream};
-use quote::{format_ident, quote, quote_spanned};
+use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 use syn::{FnArg, Ident, ItemTrait, Pat, ReturnType, Signature, TraitItem};
@@ -15,7 +15,7 @@ use crate::ast::{self, Api, Decoder, Endpoint, Part};
 use crate::attr::{BodyKind, RoleKind};
 use crate::ctxt::Ctxt;
 use crate::policy::{self, Backoff, Mode};
-use crate::symbol::{ALLOW, EXPECT};
+use crate::symbol::{ALLOW, CFG_ATTR, DEPRECATED, EXPECT};
 use crate::valid;
 
 /// The attribute, start to end: parse, check, write.
@@ -48,19 +48,47 @@ fn allow_lints() -> TokenStream {
 /// for the code generated from their tokens: the client's method repeats the
 /// method's parameter names and types, the client's name comes from the trait's,
 /// so a lint the user silenced there (`non_snake_case`, `deprecated`, ...) would fire
-/// again on the copy. An expectation stays fulfilled by the user's own item.
+/// again on the copy. An expectation stays fulfilled by the user's own item. One
+/// inside `#[cfg_attr(pred, ...)]` (not yet expanded on a method or a parameter) is
+/// repeated under the same predicate.
 fn user_allows(attrs: &[syn::Attribute]) -> Vec<TokenStream> {
-    attrs
-        .iter()
-        .filter(|a| a.path() == ALLOW || a.path() == EXPECT)
-        .filter_map(|a| match &a.meta {
-            syn::Meta::List(list) => {
-                let lints = &list.tokens;
-                Some(quote_spanned!(a.span()=> #[allow(#lints)]))
-            }
-            _ => None,
-        })
-        .collect()
+    let mut out = Vec::new();
+    for a in attrs {
+        lint_allows(&a.meta, None, &mut out);
+    }
+    out
+}
+
+/// [`user_allows`] for one attribute's meta, under `pred` when it sits in a
+/// `cfg_attr`.
+fn lint_allows(meta: &syn::Meta, pred: Option<&TokenStream>, out: &mut Vec<TokenStream>) {
+    let syn::Meta::List(list) = meta else {
+        return;
+    };
+    if list.path == ALLOW || list.path == EXPECT {
+        let lints = &list.tokens;
+        out.push(match pred {
+            Some(pred) => quote_spanned!(list.span()=> #[cfg_attr(#pred, allow(#lints))]),
+            None => quote_spanned!(list.span()=> #[allow(#lints)]),
+        });
+    } else if list.path == CFG_ATTR {
+        let Ok(args) = list.parse_args_with(
+            syn::punctuated::Punctuated::<syn::Meta, syn::Token![,]>::parse_terminated,
+        ) else {
+            return;
+        };
+        let mut args = args.into_iter();
+        let Some(own) = args.next() else {
+            return;
+        };
+        let pred = match pred {
+            Some(outer) => quote!(all(#outer, #own)),
+            None => quote!(#own),
+        };
+        for inner in args {
+            lint_allows(&inner, Some(&pred), out);
+        }
+    }
 }
 
 fn doc(text: &str) -> TokenStream {
@@ -253,7 +281,7 @@ fn client_struct(api: &Api, docs: &[String]) -> TokenStream {
             #[doc = #partition_example]
             pub fn partition_circuit_state(
                 &self,
-                partition: &str,
+                partition: &::core::primitive::str,
             ) -> ::core::option::Option<#ra::circuit_breaker::state::CircuitState> {
                 self.__handle.partition_circuit_state(partition)
             }
@@ -318,15 +346,13 @@ fn decoder(ra: &TokenStream, d: &Decoder) -> TokenStream {
 /// `d` with the value (inside a `Response<T>`, `T`) checked by the user's `with`:
 /// a local type implementing `Check`, declared among the method's statements, whose
 /// check calls `with(&value)`. A `with` of the wrong shape fails there, at `with`.
-fn checked(
-    ra: &TokenStream,
-    d: &Decoder,
-    with: &syn::Path,
-    items: &mut Vec<TokenStream>,
-) -> TokenStream {
+/// A `with` from `Self::` (a function of the trait's) is the client's, through the
+/// trait: inside the local type's `impl`, `Self` would be that type.
+fn checked(api: &Api, d: &Decoder, with: &syn::Path, items: &mut Vec<TokenStream>) -> TokenStream {
+    let ra = &api.krate;
     let pv = quote!(#ra::__private);
     if let Decoder::Wrapped(inner) = d {
-        let inner = checked(ra, inner, with, items);
+        let inner = checked(api, inner, with, items);
         return quote!(#pv::Wrapped<#inner>);
     }
     let d = decoder(ra, d);
@@ -335,11 +361,20 @@ fn checked(
     // macro's attribute.
     let value = Ident::new("__value", Span::mixed_site().located_at(with.span()));
     let name = crate::attr::path_to_string(with);
-    let call = quote_spanned!(with.span()=> #with(#value));
+    let callee = match with.segments.first() {
+        Some(first) if with.leading_colon.is_none() && first.ident == "Self" => {
+            let client = &api.client;
+            let trait_ident = &api.item.ident;
+            let rest = with.segments.iter().skip(1);
+            quote_spanned!(first.ident.span()=> <#client as #trait_ident> #(:: #rest)*)
+        }
+        _ => with.to_token_stream(),
+    };
+    let call = quote_spanned!(with.span()=> #callee(#value));
     items.push(quote! {
         struct #check;
         impl #pv::Check<<#d as #pv::Decoder>::Output> for #check {
-            const NAME: &'static str = #name;
+            const NAME: &'static ::core::primitive::str = #name;
             #[inline]
             fn check(
                 #value: &<#d as #pv::Decoder>::Output,
@@ -604,7 +639,9 @@ fn endpoint_method(api: &Api, e: &Endpoint, docs: &[TokenStream]) -> TokenStream
                 if ast::is_named(&p.ty, "Option") {
                     let v = local("__value");
                     quote_spanned! {span=>
-                        if let ::core::option::Option::Some(#v) = &#ident {
+                        if let ::core::option::Option::Some(#v) =
+                            ::core::option::Option::as_ref(&#ident)
+                        {
                             #req.header(#h, #v);
                         }
                     }
@@ -630,7 +667,7 @@ fn endpoint_method(api: &Api, e: &Endpoint, docs: &[TokenStream]) -> TokenStream
         Some((ty, d)) => {
             name_checks(&pv, ty, d, &mut by_name);
             let d = match e.attrs.parse.as_ref().and_then(|p| p.attr.with.as_ref()) {
-                Some(with) => checked(ra, d, &with.value, &mut by_name),
+                Some(with) => checked(api, d, &with.value, &mut by_name),
                 None => decoder(ra, d),
             };
             let call = respan(quote!(#pv::Handle::call::<#d>), ty.span());
@@ -640,13 +677,19 @@ fn endpoint_method(api: &Api, e: &Endpoint, docs: &[TokenStream]) -> TokenStream
         None => quote!(#pv::Handle::call::<#pv::Unit>(#handle, #req)),
     };
     let user_allows = user_allows(&e.attrs.kept);
+    // The user's own `self`: with the method's tokens from another macro's
+    // arguments, a `self` of ours would not be the receiver (E0424).
+    let this = e
+        .sig
+        .receiver()
+        .map_or_else(|| quote!(self), |r| r.self_token.to_token_stream());
     quote! {
         #(#docs)*
         #(#user_allows)*
         #sig {
             let #mutability #req = #pv::RequestBuilder::new(&#spec);
             #(#steps)*
-            let #handle = &self.__handle;
+            let #handle = &#this.__handle;
             #(#by_name)*
             #call
         }
@@ -716,7 +759,12 @@ fn expand(api: &Api) -> TokenStream {
     let client = &api.client;
     let client_struct = client_struct(api, &client_docs(api));
     let allow = allow_lints();
-    let user_allows = user_allows(&api.item.attrs);
+    let mut user_allows = user_allows(&api.item.attrs);
+    // A deprecated trait: its `impl` for the client is ours, not a use of the user's.
+    // Only then: an `allow` of a lint the crate forbids is an error (E0453).
+    if api.item.attrs.iter().any(|a| a.path() == DEPRECATED) {
+        user_allows.push(quote!(#[allow(deprecated)]));
+    }
     let endpoint_statics = api
         .endpoints
         .iter()

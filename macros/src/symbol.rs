@@ -87,6 +87,7 @@ pub const DOC: Symbol = Symbol("doc");
 // lint attributes of the user's, repeated on the code generated from their tokens
 pub const ALLOW: Symbol = Symbol("allow");
 pub const EXPECT: Symbol = Symbol("expect");
+pub const DEPRECATED: Symbol = Symbol("deprecated");
 
 impl PartialEq<Symbol> for Ident {
     fn eq(&self, word: &Symbol) -> bool {

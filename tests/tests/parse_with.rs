@@ -245,3 +245,37 @@ async fn text_bytes_and_option_results_are_checked_as_declared() {
     );
     assert_eq!(t.attempts(), 7);
 }
+
+/// A check that is a function of the trait's own.
+#[resilient_api(timeout(attempt = "1s"), retry(max = 0))]
+pub trait SelfChecked {
+    #[get("/name")]
+    #[parse(with = Self::not_empty)]
+    async fn name(&self) -> Result<String, ApiError>;
+
+    /// Refuses an empty name.
+    fn not_empty(name: &str) -> Result<(), &'static str> {
+        if name.is_empty() {
+            Err("empty")
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Regression: `with = Self::not_empty` named the macro's own local type inside its
+/// `impl` (E0599) instead of the trait's function. It is the trait's, through the
+/// client: it runs, and its refusal is the call's decode error.
+#[tokio::test(start_paused = true)]
+async fn a_check_named_from_self_is_the_traits_function() {
+    let t = ScriptedTransport::new([Step::status(200).body("ann"), Step::status(200).body("")]);
+    let api = scripted::<SelfCheckedClient>(&t);
+    assert_eq!(api.name().await.expect("accepted"), "ann");
+    let e = api.name().await.expect_err("refused");
+    assert_eq!(e.kind(), ErrorKind::Decode);
+    assert!(
+        e.to_string().contains("refused by `Self::not_empty`"),
+        "{e}"
+    );
+    assert_nothing_leaked(&t);
+}

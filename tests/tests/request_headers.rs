@@ -250,3 +250,31 @@ async fn a_callers_key_replaces_the_one_made_for_the_call() {
     assert_eq!(keys[0][0].len(), 36, "{keys:?}");
     assert_eq!(keys[2..], [["mine-1"], ["mine-1"]]);
 }
+
+/// Regression: an optional header's generated `if let Some(v) = &value` tripped
+/// `clippy::pattern_type_mismatch`, a restriction lint strict crates turn on, at the
+/// user's type. CI's clippy run over this file fails if it comes back.
+#[deny(clippy::pattern_type_mismatch)]
+mod pattern_types {
+    use resilient_api::{ApiError, resilient_api};
+
+    /// An optional header.
+    #[resilient_api(timeout(attempt = "1s"), retry(max = 0))]
+    pub trait Traced {
+        #[get("/a")]
+        async fn a(&self, #[header("X-Trace")] trace: Option<&str>) -> Result<String, ApiError>;
+    }
+}
+
+/// An optional header is sent when given, and left out when not.
+#[tokio::test(start_paused = true)]
+async fn an_optional_header_is_sent_only_when_given() {
+    use pattern_types::Traced as _;
+    let t = ScriptedTransport::new([Step::status(200).body("one"), Step::status(200).body("two")]);
+    let api: pattern_types::TracedClient = scripted(&t);
+    assert_eq!(api.a(Some("t-1")).await.expect("sent"), "one");
+    assert_eq!(api.a(None).await.expect("sent"), "two");
+    let sent = t.requests();
+    assert_eq!(sent[0].headers["x-trace"], "t-1");
+    assert!(!sent[1].headers.contains_key("x-trace"));
+}
