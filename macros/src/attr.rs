@@ -1099,8 +1099,14 @@ pub fn param_roles(cx: &Ctxt, attrs: &mut Vec<Attribute>) -> Vec<RoleAttr> {
             }
             Some(RoleKind::Body(kind))
         } else {
-            if path == CFG || path == CFG_ATTR {
+            if path == CFG {
                 cx.error_spanned_by(attr, "`#[cfg]` on a parameter is not supported");
+            } else if path == CFG_ATTR {
+                cx.error_spanned_by(
+                    attr,
+                    "`#[cfg_attr]` on a parameter is not supported (it may add a `#[cfg]`): \
+                     write out the attributes it adds",
+                );
             }
             None
         };
