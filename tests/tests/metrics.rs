@@ -10,13 +10,10 @@
 #[path = "support/recorder.rs"]
 mod recorder;
 
-use recorder::Recorded;
+use recorder::{DEFAULT, EP, Recorded};
 use resilient_api::testing::{ScriptedTransport, Step};
 use resilient_api::{ApiError, CallOptions, CancellationToken, ErrorKind, resilient_api};
 use tests::{assert_nothing_leaked, ms, scripted, settle};
-
-const EP: (&str, &str) = ("endpoint", "resource");
-const DEFAULT: (&str, &str) = ("partition", "default");
 
 /// One retry on 503, after 10 ms.
 #[resilient_api(

@@ -8,29 +8,14 @@
 #[path = "support/recorder.rs"]
 mod recorder;
 
-use recorder::Recorded;
+use recorder::{
+    CALLS, DEFAULT, DEPTH, DURATION, EP, IN_FLIGHT, REJECTIONS, REQUESTS, RETRIES, Recorded,
+    run_for,
+};
 use resilient_api::retry::budget::BudgetConfig;
 use resilient_api::testing::{ScriptedTransport, Step};
 use resilient_api::{ApiError, CallOptions, ErrorKind, ResponseStream, resilient_api};
 use tests::{assert_nothing_leaked, ms, scripted, scripted_builder, settle};
-
-const EP: (&str, &str) = ("endpoint", "resource");
-const DEFAULT: (&str, &str) = ("partition", "default");
-const IN_FLIGHT: &str = "resilient_api_in_flight";
-const DEPTH: &str = "resilient_api_queue_depth";
-const REQUESTS: &str = "resilient_api_requests_total";
-const RETRIES: &str = "resilient_api_retries_total";
-const CALLS: &str = "resilient_api_calls_total";
-const REJECTIONS: &str = "resilient_api_rejections_total";
-const DURATION: &str = "resilient_api_call_duration_seconds";
-
-/// Poll `fut` for `d`; it must still be running then.
-async fn run_for<F: std::future::Future + Unpin>(fut: &mut F, d: std::time::Duration) {
-    assert!(
-        tokio::time::timeout(d, fut).await.is_err(),
-        "the call was expected to be still running"
-    );
-}
 
 /// One retry on 503, after 10 ms.
 #[resilient_api(

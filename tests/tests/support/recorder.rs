@@ -11,6 +11,27 @@ use metrics::{
 };
 use metrics_util::registry::{AtomicStorage, Registry};
 
+/// The `endpoint` label of the metrics tests' one endpoint, `resource`.
+pub const EP: (&str, &str) = ("endpoint", "resource");
+/// The `partition` label of a client's own partition.
+pub const DEFAULT: (&str, &str) = ("partition", "default");
+/// The metrics by name.
+pub const IN_FLIGHT: &str = "resilient_api_in_flight";
+pub const DEPTH: &str = "resilient_api_queue_depth";
+pub const REQUESTS: &str = "resilient_api_requests_total";
+pub const RETRIES: &str = "resilient_api_retries_total";
+pub const CALLS: &str = "resilient_api_calls_total";
+pub const REJECTIONS: &str = "resilient_api_rejections_total";
+pub const DURATION: &str = "resilient_api_call_duration_seconds";
+
+/// Poll `fut` for `d` of paused time, and hand it back unfinished.
+pub async fn run_for<F: std::future::Future + Unpin>(fut: &mut F, d: std::time::Duration) {
+    assert!(
+        tokio::time::timeout(d, fut).await.is_err(),
+        "the call was expected to be still running"
+    );
+}
+
 /// A recorder that keeps every value until it is dropped.
 pub struct Recorded(Registry<Key, AtomicStorage>);
 
