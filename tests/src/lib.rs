@@ -250,3 +250,96 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogBuffer {
         self.clone()
     }
 }
+
+/// A raw loopback server, for what wiremock cannot do (cut a body short, trickle a
+/// head, answer garbage); every task it started ends when it is dropped.
+pub struct Raw {
+    /// `http://127.0.0.1:port`.
+    pub base: String,
+    /// Connections accepted.
+    pub accepted: Arc<AtomicUsize>,
+    /// Requests read whole.
+    pub requests: Arc<AtomicUsize>,
+    /// The accept loop, which owns the connections' tasks.
+    pub task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Raw {
+    fn drop(&mut self) {
+        // The accept loop owns the connections' `JoinSet`: aborting it aborts them.
+        self.task.abort();
+    }
+}
+
+impl Raw {
+    /// Connections accepted so far.
+    pub fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+
+    /// Requests read whole so far.
+    pub fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+}
+
+/// One accepted connection, handed to the server's `serve`.
+pub struct Conn {
+    /// The socket.
+    pub sock: tokio::net::TcpStream,
+    /// Which connection of the server's this is, from 0.
+    pub n: usize,
+    requests: Arc<AtomicUsize>,
+}
+
+impl Conn {
+    /// Read one request (head and `content-length` body), counting it; `false` at the
+    /// end of the connection.
+    pub async fn request(&mut self) -> bool {
+        match read_request(&mut self.sock).await {
+            Ok(r) if !r.is_empty() => {
+                self.requests.fetch_add(1, Ordering::SeqCst);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Write `bytes` and flush; `false` once the client has gone.
+    pub async fn write(&mut self, bytes: &[u8]) -> bool {
+        use tokio::io::AsyncWriteExt;
+        self.sock.write_all(bytes).await.is_ok() && self.sock.flush().await.is_ok()
+    }
+}
+
+/// A raw server that runs `serve` on every connection it accepts.
+pub async fn raw<F, Fut>(serve: F) -> Raw
+where
+    F: Fn(Conn) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("local addr");
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let requests = Arc::new(AtomicUsize::new(0));
+    let (a, r) = (accepted.clone(), requests.clone());
+    let task = tokio::spawn(async move {
+        let mut conns = tokio::task::JoinSet::new();
+        while let Ok((sock, _)) = listener.accept().await {
+            let n = a.fetch_add(1, Ordering::SeqCst);
+            conns.spawn(serve(Conn {
+                sock,
+                n,
+                requests: r.clone(),
+            }));
+        }
+    });
+    Raw {
+        base: format!("http://{addr}"),
+        accepted,
+        requests,
+        task,
+    }
+}

@@ -4,15 +4,13 @@
 //! redirects to servers that hang). Times are bounded from below exactly and from above
 //! loosely (a shared 2-core machine).
 
-use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use resilient_api::{ApiError, ErrorKind, Response, ResponseStream, resilient_api};
-use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::task::{JoinHandle, JoinSet};
+use tests::{Conn, Raw, raw};
+use tokio::net::TcpListener;
 use tokio::time::Instant;
 
 #[resilient_api(
@@ -41,78 +39,6 @@ fn once(base: &str) -> OnceClient {
         .base_url(base)
         .build()
         .expect("client builds")
-}
-
-struct Raw {
-    base: String,
-    accepted: Arc<AtomicUsize>,
-    requests: Arc<AtomicUsize>,
-    task: JoinHandle<()>,
-}
-
-impl Drop for Raw {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl Raw {
-    fn accepted(&self) -> usize {
-        self.accepted.load(Ordering::SeqCst)
-    }
-    fn requests(&self) -> usize {
-        self.requests.load(Ordering::SeqCst)
-    }
-}
-
-struct Conn {
-    sock: TcpStream,
-    requests: Arc<AtomicUsize>,
-    n: usize,
-}
-
-impl Conn {
-    async fn request(&mut self) -> bool {
-        match tests::read_request(&mut self.sock).await {
-            Ok(r) if !r.is_empty() => {
-                self.requests.fetch_add(1, Ordering::SeqCst);
-                true
-            }
-            _ => false,
-        }
-    }
-    async fn write(&mut self, bytes: &[u8]) -> bool {
-        self.sock.write_all(bytes).await.is_ok() && self.sock.flush().await.is_ok()
-    }
-}
-
-async fn raw<F, Fut>(serve: F) -> Raw
-where
-    F: Fn(Conn) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = ()> + Send + 'static,
-{
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("local addr");
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let requests = Arc::new(AtomicUsize::new(0));
-    let (a, r) = (accepted.clone(), requests.clone());
-    let task = tokio::spawn(async move {
-        let mut conns = JoinSet::new();
-        while let Ok((sock, _)) = listener.accept().await {
-            let n = a.fetch_add(1, Ordering::SeqCst);
-            conns.spawn(serve(Conn {
-                sock,
-                requests: r.clone(),
-                n,
-            }));
-        }
-    });
-    Raw {
-        base: format!("http://{addr}"),
-        accepted,
-        requests,
-        task,
-    }
 }
 
 async fn answer_each(answer: &'static [u8]) -> Raw {

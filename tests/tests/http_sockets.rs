@@ -7,15 +7,13 @@
 //! starts ends when the test drops it. Times are asserted from below exactly and from
 //! above loosely (a slow, shared 2-core machine).
 
-use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use resilient_api::{ApiError, ErrorKind, resilient_api};
-use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::task::{JoinHandle, JoinSet};
+use tests::{Raw, raw};
+use tokio::net::TcpListener;
 use tokio::time::Instant;
 
 /// Trait-level retries: on a POST they apply to never-sent failures only (README:
@@ -49,59 +47,6 @@ trait Slow {
 // Raw loopback servers
 // ---------------------------------------------------------------------------------
 
-/// A raw loopback server; every task it started ends when it is dropped.
-struct Raw {
-    base: String,
-    /// Connections accepted.
-    accepted: Arc<AtomicUsize>,
-    /// Requests read whole.
-    requests: Arc<AtomicUsize>,
-    task: JoinHandle<()>,
-}
-
-impl Drop for Raw {
-    fn drop(&mut self) {
-        // The accept loop owns the connections' `JoinSet`: aborting it aborts them.
-        self.task.abort();
-    }
-}
-
-impl Raw {
-    fn accepted(&self) -> usize {
-        self.accepted.load(Ordering::SeqCst)
-    }
-
-    fn requests(&self) -> usize {
-        self.requests.load(Ordering::SeqCst)
-    }
-}
-
-/// One accepted connection, handed to the server's `serve`.
-struct Conn {
-    sock: TcpStream,
-    requests: Arc<AtomicUsize>,
-}
-
-impl Conn {
-    /// Read one request (head and `content-length` body), counting it; `false` at the
-    /// end of the connection.
-    async fn request(&mut self) -> bool {
-        match tests::read_request(&mut self.sock).await {
-            Ok(r) if !r.is_empty() => {
-                self.requests.fetch_add(1, Ordering::SeqCst);
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// Write `bytes` and flush; `false` once the client has gone.
-    async fn write(&mut self, bytes: &[u8]) -> bool {
-        self.sock.write_all(bytes).await.is_ok() && self.sock.flush().await.is_ok()
-    }
-}
-
-/// A server that runs `serve` on every connection it accepts.
 /// A server that reads one request and writes `answer`, as it is, then closes.
 async fn answer_once(answer: &'static [u8]) -> Raw {
     raw(move |mut c| async move {
@@ -110,34 +55,6 @@ async fn answer_once(answer: &'static [u8]) -> Raw {
         }
     })
     .await
-}
-
-async fn raw<F, Fut>(serve: F) -> Raw
-where
-    F: Fn(Conn) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = ()> + Send + 'static,
-{
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("local addr");
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let requests = Arc::new(AtomicUsize::new(0));
-    let (a, r) = (accepted.clone(), requests.clone());
-    let task = tokio::spawn(async move {
-        let mut conns = JoinSet::new();
-        while let Ok((sock, _)) = listener.accept().await {
-            a.fetch_add(1, Ordering::SeqCst);
-            conns.spawn(serve(Conn {
-                sock,
-                requests: r.clone(),
-            }));
-        }
-    });
-    Raw {
-        base: format!("http://{addr}"),
-        accepted,
-        requests,
-        task,
-    }
 }
 
 /// A server that closes every connection the moment it accepts it, in the accept
