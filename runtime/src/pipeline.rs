@@ -722,7 +722,13 @@ impl Call<'_> {
                         }
                     }
                 };
-                if !wait.is_zero() {
+                if wait.is_zero() {
+                    // No sleep (it would round up to the next tick), but one poll
+                    // given back: a cancellation or a deadline that came while the retry
+                    // was decided (a hook cancelling the token) ends the call there,
+                    // before anything more is sent.
+                    tokio::task::yield_now().await;
+                } else {
                     sleep(wait).await;
                 }
             }

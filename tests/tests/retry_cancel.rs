@@ -1,5 +1,6 @@
-//! Cancelling during a backoff (S4) and during a server's `Retry-After` wait (S12), and
-//! the exact waits a `Retry-After` (or `retry-after-ms`) header asks for.
+//! Cancelling during a backoff (S4) and during a server's `Retry-After` wait (S12), or
+//! while the retry is decided (an on-retry hook cancelling the token), and the exact
+//! waits a `Retry-After` (or `retry-after-ms`) header asks for.
 
 use std::time::Duration;
 
@@ -221,4 +222,44 @@ async fn retry_after_on_the_last_attempt_is_reported() {
     assert_eq!(t.dispatch_times(), vec![ms(0), ms(1000)]);
     script_follow_up(&t);
     assert_eq!(api.resource().await.unwrap(), "ok");
+}
+
+/// The call's token cancelled by the on-retry hook, before the retry: with a backoff
+/// of 100 ms, and with the server's `Retry-After: 0`, a wait of none. Returns the
+/// call's error kind, when it ended and how many requests were sent.
+async fn cancelled_by_on_retry(first: Step) -> (Option<ErrorKind>, u64, usize) {
+    let t = ScriptedTransport::new([first, Step::status(200).body("ok")]);
+    let token = CancellationToken::new();
+    let hook_token = token.clone();
+    let api = scripted_builder::<SlowBackoffClient>(&t)
+        .on_retry(move |_: &resilient_api::client::RetryEvent<'_>| {
+            hook_token.cancel();
+            Ok(())
+        })
+        .build()
+        .expect("the client builds")
+        .with_options(CallOptions::new().cancel_on(token));
+    let clock = Clock::start();
+    let r = api.resource().await;
+    assert_nothing_leaked(&t);
+    (r.err().map(|e| e.kind()), clock.now_ms(), t.attempts())
+}
+
+/// Regression: a retry with no wait (`Retry-After: 0`) went straight into its attempt
+/// in the same poll, so a token the on-retry hook had just cancelled was never looked
+/// at: the retry was sent after the cancellation and its 200 returned as `Ok`. Nothing
+/// is dispatched after cancellation (DESIGN §3.4): the call ends at once as
+/// `Cancelled`, with its one request, as it does with a backoff to wait.
+#[tokio::test(start_paused = true)]
+async fn a_token_cancelled_while_the_retry_is_decided_sends_nothing_more() {
+    assert_eq!(
+        cancelled_by_on_retry(Step::status(503)).await,
+        (Some(ErrorKind::Cancelled), 0, 1),
+        "a backoff to wait: (error kind, ended at ms, requests)"
+    );
+    assert_eq!(
+        cancelled_by_on_retry(Step::status(503).header("retry-after", "0")).await,
+        (Some(ErrorKind::Cancelled), 0, 1),
+        "no wait: (error kind, ended at ms, requests)"
+    );
 }
