@@ -92,28 +92,40 @@ async fn three_callers(api: &SharedClient, clock: Clock) -> Vec<(Result<String, 
     out
 }
 
+/// Three coalesced callers of one 503 (answered at `t = 5`), whose retry `hook` fails:
+/// each gets the hook's error at `at`, after the one attempt, with the hook's own error
+/// as its source; nothing more is sent, and the next call is served afresh.
+async fn every_caller_gets_the_hook_error(
+    api: SharedClient,
+    t: &ScriptedTransport,
+    hook: &'static str,
+    at: u64,
+) {
+    let clock = Clock::start();
+    for (r, ended) in three_callers(&api, clock).await {
+        let e = r.expect_err("hook error");
+        assert_eq!(
+            (e.kind(), ended, e.attempts()),
+            (ErrorKind::Hook, at, 1),
+            "{e:?}"
+        );
+        assert_eq!(hook_source(&e), Some(&HookFailed(hook)));
+    }
+    tests::assert_no_late_dispatch(t, 1, Duration::from_secs(1)).await;
+    assert_nothing_leaked(t);
+    t.push([Step::status(200).body("ok")]);
+    assert_eq!(api.config().await.expect("served afresh"), "ok");
+    assert_eq!(t.attempts(), 2);
+}
+
 #[tokio::test(start_paused = true)]
 async fn coalesced_callers_all_get_the_retry_predicates_error() {
     let t = ScriptedTransport::new([Step::status(503).body("busy").delay(ms(5))]);
     let api = scripted_builder::<SharedClient>(&t)
         .retry_predicate(|_| Err(HookFailed("predicate").into()))
         .build()
-        .unwrap();
-    let clock = Clock::start();
-    for (r, at) in three_callers(&api, clock).await {
-        let e = r.expect_err("hook error");
-        assert_eq!(
-            (e.kind(), at, e.attempts()),
-            (ErrorKind::Hook, 5, 1),
-            "{e:?}"
-        );
-        assert_eq!(hook_source(&e), Some(&HookFailed("predicate")));
-    }
-    tests::assert_no_late_dispatch(&t, 1, Duration::from_secs(1)).await;
-    assert_nothing_leaked(&t);
-    t.push([Step::status(200).body("ok")]);
-    assert_eq!(api.config().await.unwrap(), "ok");
-    assert_eq!(t.attempts(), 2);
+        .expect("the client builds");
+    every_caller_gets_the_hook_error(api, &t, "predicate", 5).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -122,21 +134,11 @@ async fn coalesced_callers_all_get_the_on_retry_error() {
     let api = scripted_builder::<SharedClient>(&t)
         .on_retry(|_: &RetryEvent<'_>| Err(HookFailed("on_retry").into()))
         .build()
-        .unwrap();
-    let clock = Clock::start();
-    for (r, at) in three_callers(&api, clock).await {
-        let e = r.expect_err("hook error");
-        assert_eq!(
-            (e.kind(), at, e.attempts()),
-            (ErrorKind::Hook, 5, 1),
-            "{e:?}"
-        );
-        assert_eq!(hook_source(&e), Some(&HookFailed("on_retry")));
-    }
-    tests::assert_no_late_dispatch(&t, 1, Duration::from_secs(1)).await;
-    assert_nothing_leaked(&t);
+        .expect("the client builds");
+    every_caller_gets_the_hook_error(api, &t, "on_retry", 5).await;
 }
 
+/// The middleware fails on the retry, at `t = 20` (the 503 answers at once).
 #[tokio::test(start_paused = true)]
 async fn coalesced_callers_all_get_the_retrys_middleware_error() {
     let t = ScriptedTransport::new([Step::status(503).body("busy")]);
@@ -144,21 +146,8 @@ async fn coalesced_callers_all_get_the_retrys_middleware_error() {
     let api = scripted_builder::<SharedClient>(&t)
         .middleware(mw)
         .build()
-        .unwrap();
-    let clock = Clock::start();
-    for (r, at) in three_callers(&api, clock).await {
-        let e = r.expect_err("hook error");
-        assert_eq!(
-            (e.kind(), at, e.attempts()),
-            (ErrorKind::Hook, 20, 1),
-            "{e:?}"
-        );
-        assert_eq!(hook_source(&e), Some(&HookFailed("middleware")));
-    }
-    tests::assert_no_late_dispatch(&t, 1, Duration::from_secs(1)).await;
-    assert_nothing_leaked(&t);
-    t.push([Step::status(200).body("ok")]);
-    assert_eq!(api.config().await.unwrap(), "ok");
+        .expect("the client builds");
+    every_caller_gets_the_hook_error(api, &t, "middleware", 20).await;
 }
 
 // ---------------------------------------------------------------- half-open probe
