@@ -163,6 +163,9 @@ pub struct Effective {
     /// The partition name: `#[partition]`, or `Trait::method` when the method has a
     /// breaker, bulkhead or rate limit of its own.
     pub partition: Option<String>,
+    /// Whether `partition` is the method's own `Trait::method`, named by the macro:
+    /// its API's alone, where a name the user gives is shared.
+    pub own_partition: bool,
     /// `#[max_body]`: the method's response size limit in bytes.
     pub max_body: Option<u64>,
 }
@@ -262,6 +265,7 @@ impl Effective {
                 || m.idempotent.is_some()
                 || m.idempotency_key.is_some(),
             idempotency_key: m.idempotency_key.as_ref().map(|k| k.value.clone()),
+            own_partition: m.partition.is_none() && own_compartment,
             partition,
             max_body: m.max_body,
         }

@@ -509,6 +509,7 @@ fn policy_tokens(ra: &TokenStream, e: &Endpoint) -> TokenStream {
 
     let coalesce = p.coalesce;
     let partition = opt(p.partition.as_ref().map(|s| quote!(#s)));
+    let own_partition = p.own_partition;
     let max_body = opt(p.max_body.map(|b| quote!(#b)));
     quote! {
         #pv::Policy {
@@ -521,6 +522,7 @@ fn policy_tokens(ra: &TokenStream, e: &Endpoint) -> TokenStream {
             hedge: #hedge,
             coalesce: #coalesce,
             partition: #partition,
+            own_partition: #own_partition,
             max_body: #max_body,
         }
     }

@@ -198,6 +198,7 @@ use proc_macro::TokenStream;
 ///         hedge: None,
 ///         coalesce: false,
 ///         partition: None,
+///         own_partition: false,
 ///         max_body: None,
 ///     },
 /// };

@@ -1454,14 +1454,15 @@ impl<C: GeneratedClient> ClientBuilder<C> {
                 .existing(&default_key)
                 .unwrap_or_else(|| Arc::new(make("", settings(None)))),
         };
-        // A method's own partition is named `Trait::method`: the API's alone, even
-        // beside another API whose trait has the same name. An explicit name is
-        // shared on purpose.
+        // A method's own partition (`Trait::method`, named by the macro) is the API's
+        // alone, even beside another API whose trait has the same name; so is a name
+        // of this API's that one of its methods has as its own. A name given with
+        // `#[partition]`, whatever it looks like, is shared on purpose.
         let owner = std::ptr::from_ref(api) as usize;
         let owned = |name: &str| {
-            name.strip_prefix(api.name)
-                .and_then(|rest| rest.strip_prefix("::"))
-                .is_some_and(|method| api.endpoints.iter().any(|e| e.name == method))
+            api.endpoints
+                .iter()
+                .any(|e| e.policy.own_partition && e.policy.partition == Some(name))
         };
         let endpoints = api
             .endpoints

@@ -192,6 +192,10 @@ pub struct Policy {
     /// The compartment this endpoint's stateful policies live in; `None` is the
     /// client's default partition.
     pub partition: Option<&'static str>,
+    /// Whether `partition` is the method's own (`Trait::method`, named because the
+    /// method has a breaker, bulkhead or rate limit of its own): its API's alone. A
+    /// name given with `#[partition("...")]` is shared by the clients on one engine.
+    pub own_partition: bool,
     /// Largest response body accepted, in bytes; `None` uses the client's limit.
     pub max_body: Option<u64>,
 }
@@ -218,6 +222,7 @@ impl Policy {
         hedge: None,
         coalesce: false,
         partition: None,
+        own_partition: false,
         max_body: None,
     };
 }

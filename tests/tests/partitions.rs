@@ -272,3 +272,84 @@ async fn an_api_that_never_uses_the_default_partition_does_not_fix_its_settings(
     tests::assert_nothing_leaked(&t);
     drop(reports);
 }
+
+/// One failure trips it; the partition named explicitly like a method's own.
+#[resilient_api(timeout(attempt = "10s"), retry(max = 0))]
+pub trait Billing {
+    #[get("/charges")]
+    #[partition("Billing::charges")]
+    #[breaker(failures = 1, reset = "1s")]
+    async fn charges(&self) -> Result<String, ApiError>;
+}
+
+/// The same, with the partition the macro names for a breaker of its own.
+#[resilient_api(timeout(attempt = "10s"), retry(max = 0))]
+pub trait Invoices {
+    #[get("/charges")]
+    #[breaker(failures = 1, reset = "1s")]
+    async fn charges(&self) -> Result<String, ApiError>;
+}
+
+/// Another API naming that partition on purpose.
+#[resilient_api(timeout(attempt = "10s"), retry(max = 0))]
+pub trait Ledger {
+    #[get("/ledger")]
+    #[partition("Billing::charges")]
+    #[breaker(failures = 1, reset = "1s")]
+    async fn ledger(&self) -> Result<String, ApiError>;
+
+    #[get("/ledger")]
+    #[partition("Invoices::charges")]
+    #[breaker(failures = 1, reset = "1s")]
+    async fn invoiced(&self) -> Result<String, ApiError>;
+}
+
+/// Regression: whether a partition was a method's own (its API's alone) was guessed
+/// from its name, so an explicit `#[partition("Billing::charges")]` on
+/// `Billing::charges` was Billing's alone while `Ledger`'s same explicit name was
+/// shared: two breakers where the docs promise one. A name the user gives is shared
+/// by the clients on one engine, whatever it looks like; the one the macro gives a
+/// method with a breaker of its own (`Invoices::charges`) stays its API's, even when
+/// another API names it.
+#[tokio::test(start_paused = true)]
+async fn an_explicit_partition_name_is_shared_whatever_it_looks_like() {
+    let t = ScriptedTransport::new([
+        Step::status(503),
+        Step::status(503),
+        Step::status(200).body("invoiced"),
+    ]);
+    let engine = Engine::new();
+    let billing: BillingClient = tests::scripted_builder(&t)
+        .engine(engine.clone())
+        .build()
+        .expect("the client builds");
+    let invoices: InvoicesClient = tests::scripted_builder(&t)
+        .engine(engine.clone())
+        .build()
+        .expect("the client builds");
+    let ledger: LedgerClient = tests::scripted_builder(&t)
+        .engine(engine)
+        .build()
+        .expect("the client builds");
+
+    assert_eq!(billing.charges().await.unwrap_err().status(), Some(503));
+    let state = |name| ledger.partition_circuit_state(name).map(|s| s.phase);
+    assert_eq!(state("Billing::charges"), Some(Phase::Open), "one breaker");
+    assert_eq!(
+        ledger.ledger().await.unwrap_err().kind(),
+        ErrorKind::CircuitOpen
+    );
+    assert_eq!(t.attempts(), 1);
+
+    assert_eq!(invoices.charges().await.unwrap_err().status(), Some(503));
+    assert_eq!(
+        state("Invoices::charges"),
+        Some(Phase::Closed),
+        "Invoices' own"
+    );
+    assert_eq!(
+        ledger.invoiced().await.expect("its own breaker"),
+        "invoiced"
+    );
+    assert_eq!(t.attempts(), 3);
+}
