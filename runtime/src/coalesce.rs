@@ -319,6 +319,18 @@ fn start(
     callers: Arc<CallersDeadline>,
     attempts: Arc<AtomicU32>,
 ) -> SharedCall {
+    // A span of its own, a root that follows from the caller who started it: the
+    // execution's attempts and events live there, not in whichever caller's span
+    // polls it, which a child would keep open after that caller left.
+    let spec = inner.endpoints[index].spec;
+    let span = tracing::debug_span!(
+        parent: None,
+        "http.client.shared",
+        "http.request.method" = spec.verb.as_str(),
+        "url.template" = spec.template,
+        "endpoint" = spec.name,
+    );
+    span.follows_from(tracing::Span::current());
     let fut = async move {
         let call = Call {
             inner: &inner,
@@ -353,7 +365,7 @@ fn start(
         }
     };
     let fut: Execution = Box::pin(
-        std::panic::AssertUnwindSafe(fut)
+        std::panic::AssertUnwindSafe(tracing::Instrument::instrument(fut, span))
             .catch_unwind()
             .map(|caught| {
                 caught.unwrap_or_else(|payload| {

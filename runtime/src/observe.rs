@@ -2,7 +2,9 @@
 //!
 //! # When to use
 //! Install any `tracing` subscriber to see a span per call (`http.client`) and per
-//! attempt (`http.attempt`), named with OpenTelemetry's HTTP-client fields
+//! attempt (`http.attempt`; a coalesced execution's attempts sit in its own
+//! `http.client.shared` span, a root that follows from the caller who started it, so
+//! no caller's span outlives its call), named with OpenTelemetry's HTTP-client fields
 //! (`http.request.method`, `url.template`, `http.response.status_code`,
 //! `http.request.resend_count`), and events for retries, breaker transitions and
 //! rejections. Spans carry the URL *template*, never the URL with its values, so no

@@ -2,7 +2,9 @@
 //! (`http.attempt`, a child of the call's), with OpenTelemetry HTTP-client field
 //! names: `http.request.method`, `url.template` (the path template, not the filled
 //! path), `http.response.status_code` and `http.request.resend_count`; and one
-//! `retrying` event per retry, in the call's span.
+//! `retrying` event per retry, in the call's span. A coalesced execution has a span
+//! of its own (`http.client.shared`, a root that follows from the caller who started
+//! it), which holds its attempts: no caller's span outlives that caller's call.
 //!
 //! The spans are captured by a small `tracing_subscriber` layer that keeps every
 //! span's fields (as created and as recorded later), its parent, and when it opened
@@ -13,7 +15,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use resilient_api::testing::{ScriptedTransport, Step};
-use resilient_api::{ApiError, ErrorKind, resilient_api};
+use resilient_api::{ApiError, CallOptions, ErrorKind, resilient_api};
 use tests::{Clock, ms, scripted};
 use tokio::time::Instant;
 use tracing::field::{Field, Visit};
@@ -400,4 +402,55 @@ async fn a_call_a_timeout_ends_keeps_the_last_status_it_received() {
         assert_eq!(tries[0].fields, attempt_fields(0, 503));
         assert_eq!(call.fields, call_fields(503), "{kind:?}");
     }
+}
+
+/// A coalesced read.
+#[resilient_api(timeout(attempt = "1s"), retry(max = 0))]
+pub trait Shared {
+    #[get("/config")]
+    #[coalesce]
+    async fn config(&self) -> Result<String, ApiError>;
+}
+
+/// Regression: a coalesced execution had no span of its own and was polled inside
+/// whichever caller's span was current, so its attempt span was a child of the first
+/// caller's `http.client` span and kept it open after that caller left: caller A
+/// (deadline 10 ms) saw its span close at 50 ms, with a 200 attempt under a call that
+/// failed, and caller B, who got the answer, had no attempt at all. Now each caller's
+/// span closes when its call ends (DESIGN §3.7: callers are independent), and the
+/// attempt lives in the execution's own `http.client.shared` span.
+#[tokio::test(start_paused = true)]
+async fn a_coalesced_callers_span_closes_when_its_call_ends() {
+    let t = ScriptedTransport::new([Step::status(200).body("ok").delay(ms(50))]);
+    let api = scripted::<SharedClient>(&t);
+    let short = api.with_options(CallOptions::new().deadline(ms(10)));
+    let ((a, b), seen) = captured(async {
+        tokio::join!(short.config(), async {
+            tokio::time::sleep(ms(1)).await;
+            api.config().await
+        })
+    })
+    .await;
+    assert_eq!(a.expect_err("A's deadline").kind(), ErrorKind::Deadline);
+    assert_eq!(b.expect("B is served"), "ok");
+    assert_eq!(t.attempts(), 1, "one shared request");
+
+    let calls = named(&seen, "http.client");
+    assert_eq!(calls.len(), 2, "{:?}", seen.spans);
+    assert_eq!(
+        calls
+            .iter()
+            .map(|c| (c.opened_ms, c.closed_ms))
+            .collect::<Vec<_>>(),
+        [(0, Some(10)), (1, Some(50))],
+        "each caller's span closes when its call ends: {:?}",
+        seen.spans
+    );
+    let shared = named(&seen, "http.client.shared");
+    assert_eq!(shared.len(), 1, "{:?}", seen.spans);
+    assert_eq!(shared[0].parent, None, "a root of its own");
+    let attempts = named(&seen, "http.attempt");
+    assert_eq!(attempts.len(), 1, "{:?}", seen.spans);
+    assert_eq!(attempts[0].parent, Some(shared[0].id));
+    assert_eq!(attempts[0].closed_ms, Some(50));
 }
