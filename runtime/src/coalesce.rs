@@ -330,7 +330,10 @@ fn start(
         "url.template" = spec.template,
         "endpoint" = spec.name,
     );
-    span.follows_from(tracing::Span::current());
+    // Asked only of a span someone listens to: finding the current span costs.
+    if !span.is_disabled() {
+        span.follows_from(tracing::Span::current());
+    }
     let fut = async move {
         let call = Call {
             inner: &inner,
