@@ -343,3 +343,17 @@ where
         task,
     }
 }
+
+/// The error a test's hook fails with: `HookFailed("predicate")` reads "predicate
+/// failed", and a test downcasts a call's source to it to see that the hook's own
+/// error came through.
+#[derive(Debug, PartialEq)]
+pub struct HookFailed(pub &'static str);
+
+impl std::fmt::Display for HookFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} failed", self.0)
+    }
+}
+
+impl std::error::Error for HookFailed {}

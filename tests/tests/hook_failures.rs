@@ -6,7 +6,6 @@
 //! And the client's lifecycle: a clone's call and a streamed body outlive the client,
 //! and views, clones and clients on one engine share the breaker.
 
-use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -17,18 +16,9 @@ use resilient_api::client::RetryEvent;
 use resilient_api::testing::{ScriptedTransport, Step};
 use resilient_api::transport::HttpRequest;
 use resilient_api::{ApiError, CallOptions, Engine, ErrorKind, ResponseStream, resilient_api};
-use tests::{Clock, assert_nothing_leaked, ms, scripted, scripted_builder, settle, spawn_timed};
-
-#[derive(Debug, PartialEq)]
-struct HookFailed(&'static str);
-
-impl fmt::Display for HookFailed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} failed", self.0)
-    }
-}
-
-impl std::error::Error for HookFailed {}
+use tests::{
+    Clock, HookFailed, assert_nothing_leaked, ms, scripted, scripted_builder, settle, spawn_timed,
+};
 
 fn hook_source(e: &ApiError) -> Option<&HookFailed> {
     std::error::Error::source(e)?.downcast_ref::<HookFailed>()

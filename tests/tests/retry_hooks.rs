@@ -3,7 +3,6 @@
 //! sends the panic to the caller. Either way the client keeps working and no bulkhead
 //! permit is lost (concurrency 1, no queue: a lost permit refuses the follow-up).
 
-use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,7 +11,7 @@ use resilient_api::client::RetryEvent;
 use resilient_api::testing::{ScriptedTransport, Step};
 use resilient_api::transport::HttpRequest;
 use resilient_api::{ApiError, ErrorKind, resilient_api};
-use tests::{Clock, assert_nothing_leaked, ms, script_follow_up, scripted_builder};
+use tests::{Clock, HookFailed, assert_nothing_leaked, ms, script_follow_up, scripted_builder};
 
 /// Two retries, 20 ms apart; one bulkhead slot and no queue.
 #[resilient_api(
@@ -24,17 +23,6 @@ pub trait Hooked {
     #[get("/resource")]
     async fn resource(&self) -> Result<String, ApiError>;
 }
-
-#[derive(Debug, PartialEq)]
-struct HookFailed(&'static str);
-
-impl fmt::Display for HookFailed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} failed", self.0)
-    }
-}
-
-impl std::error::Error for HookFailed {}
 
 /// True on the first call of the hook it is shared by, false after.
 fn first_use(counter: &AtomicUsize) -> bool {
