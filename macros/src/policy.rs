@@ -361,14 +361,16 @@ pub fn describe(e: &Endpoint) -> Vec<String> {
     };
     lines.push(format!("- Circuit breaker: {breaker}."));
 
+    // A key left out of the method's own bulkhead is the library's default, not the
+    // client's (`default_bulkhead` sets the partitions no method names): said as the
+    // number it is.
     let bulkhead = match bulkhead(p) {
         None => "the client's default".to_owned(),
-        Some(b) => match (b.concurrency, b.queue) {
-            (Some(c), Some(q)) => format!("{c} calls at once, {q} waiting"),
-            (Some(c), None) => format!("{c} calls at once, the default queue"),
-            (None, Some(q)) => format!("the default concurrency, {q} waiting"),
-            (None, None) => "the client's default".to_owned(),
-        },
+        Some(b) => format!(
+            "{} calls at once, {} waiting",
+            b.concurrency.unwrap_or(DEFAULT_BULKHEAD_CONCURRENCY),
+            b.queue.unwrap_or(DEFAULT_BULKHEAD_QUEUE)
+        ),
     };
     lines.push(format!("- Bulkhead: {bulkhead}."));
 
@@ -456,6 +458,42 @@ mod tests {
             Some(
                 "- Result checked by `checks::user`: a value it refuses is a decode error, never retried."
             )
+        );
+    }
+
+    /// Regression: a method's own bulkhead with a key left out (or none, as
+    /// `#[bulkhead()]`) was described as "the client's default" or "the default queue",
+    /// but runs with the library's numbers, not the builder's `default_bulkhead`.
+    #[test]
+    fn a_bulkhead_with_keys_left_out_is_described_by_its_numbers() {
+        let described = |attr: proc_macro2::TokenStream| {
+            let item: syn::ItemTrait = syn::parse_quote! {
+                pub trait Api {
+                    #[get("/a")]
+                    #attr
+                    async fn a(&self) -> Result<String, ApiError>;
+                }
+            };
+            lines_of(quote::quote!(timeout(attempt = "3s")), item)
+                .into_iter()
+                .find(|l| l.starts_with("- Bulkhead:"))
+                .expect("a bulkhead line")
+        };
+        assert_eq!(
+            described(quote::quote!(#[bulkhead()])),
+            "- Bulkhead: 64 calls at once, 256 waiting."
+        );
+        assert_eq!(
+            described(quote::quote!(#[bulkhead(concurrency = 8)])),
+            "- Bulkhead: 8 calls at once, 256 waiting."
+        );
+        assert_eq!(
+            described(quote::quote!(#[bulkhead(queue = 0)])),
+            "- Bulkhead: 64 calls at once, 0 waiting."
+        );
+        assert_eq!(
+            described(quote::quote!(#[coalesce])),
+            "- Bulkhead: the client's default."
         );
     }
 

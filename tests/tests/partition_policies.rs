@@ -406,3 +406,36 @@ async fn a_named_partitions_budget_is_shared_by_its_methods() {
     );
     assert_eq!(t.attempts(), 7);
 }
+
+/// A method with a bulkhead of its own, every key left out.
+#[resilient_api(timeout(attempt = "10s"), retry(max = 0))]
+pub trait EmptyBulkhead {
+    #[get("/a")]
+    #[bulkhead()]
+    async fn a(&self) -> Result<String, ApiError>;
+}
+
+/// Pins what the generated docs now say of `#[bulkhead()]` ("64 calls at once, 256
+/// waiting"; they said "the client's default"): a method's own bulkhead takes the
+/// keys it leaves out from the library's defaults, not from the builder's
+/// `default_bulkhead`, which sets the partitions no method names. With that default
+/// at one call and no queue, a second call at once still goes out.
+#[tokio::test(start_paused = true)]
+async fn a_methods_own_bulkhead_fills_its_keys_from_the_librarys_defaults() {
+    let t = ScriptedTransport::new([
+        Step::status(200).body("first").delay(ms(50)),
+        Step::status(200).body("second"),
+    ]);
+    let clock = Clock::start();
+    let api: EmptyBulkheadClient = tests::scripted_builder(&t)
+        .default_bulkhead(BulkheadConfig::new(1, 0))
+        .build()
+        .expect("the client builds");
+    let first = api.clone();
+    let first = spawn_timed(clock, async move { first.a().await });
+    settle().await;
+    assert_eq!(api.a().await.expect("a slot of 64"), "second");
+    let (r, at) = first.await.expect("the first call's task");
+    assert_eq!((r.expect("answered").as_str(), at), ("first", 50));
+    assert_nothing_leaked(&t);
+}
