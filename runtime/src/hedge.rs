@@ -113,9 +113,7 @@ impl<'a> Failed<'a> {
             self.held.push(verdict);
         }
     }
-}
 
-impl Failed<'_> {
     /// Record every held verdict: the round ends in failure.
     fn record_all(&mut self) {
         for v in self.held.drain(..) {
