@@ -31,7 +31,7 @@
 //! | --- | --- | --- | --- |
 //! | `resilient_api_requests_total` | counter | `endpoint`, `partition` | attempts sent (retries and hedges included) |
 //! | `resilient_api_retries_total` | counter | `endpoint`, `partition` | retries decided, each before its backoff |
-//! | `resilient_api_calls_total` | counter | `endpoint`, `partition`, `outcome` | calls ended, once each: `outcome` is `ok` or the error kind ([`ErrorKind::as_str`](crate::ErrorKind::as_str)); a call ends once its answer is decoded, so a body that cannot be decoded is a `decode` (or `unexpected_content_type`) call; a call whose future its caller drops (a `tokio::time::timeout` around it, a `select!` that took another branch) is `cancelled`, like one cancelled by its token (a future dropped before its first poll never started, and counts nothing) |
+//! | `resilient_api_calls_total` | counter | `endpoint`, `partition`, `outcome` | calls ended, once each: `outcome` is `ok` or the error kind ([`ErrorKind::as_str`](crate::ErrorKind::as_str)); a call ends once its answer is decoded, so a body that cannot be decoded is a `decode` (or `unexpected_content_type`) call; a call whose future its caller drops (a `tokio::time::timeout` around it, a `select!` that took another branch) is `cancelled`, like one cancelled by its token (a future dropped before its first poll never started, and counts nothing); a call ended by a panic (its result type's `Deserialize`, a hook) is `panicked` |
 //! | `resilient_api_call_duration_seconds` | histogram | `endpoint`, `partition` | a call's time from start to end, whatever its outcome (for a dropped call, until it was dropped) |
 //! | `resilient_api_rejections_total` | counter | `endpoint`, `partition`, `policy` | calls ended by a policy's refusal, once each: `policy` is `circuit_breaker`, `bulkhead`, `rate_limit` or `retry_budget` (also counted in `calls_total`) |
 //! | `resilient_api_in_flight` | gauge | `endpoint`, `partition` | attempts sent and not yet ended: up by one at dispatch, down by one when the attempt ends in any way (answered, failed, timed out, lost a hedge race, dropped); a streamed response's attempt ends with its head |
@@ -327,12 +327,14 @@ pub(crate) mod metrics_impl {
     impl Drop for CallEnd<'_> {
         fn drop(&mut self) {
             if !self.recorded {
-                call(
-                    self.endpoint,
-                    self.partition,
-                    Err(ErrorKind::Cancelled),
-                    self.started,
-                );
+                // Dropped by a panic's unwinding (a decoder's, a hook's), the call
+                // ended in that panic; dropped otherwise, its caller gave up on it.
+                if std::thread::panicking() {
+                    ended_as(self.endpoint, self.partition, "panicked", self.started);
+                } else {
+                    let cancelled = Err(ErrorKind::Cancelled);
+                    call(self.endpoint, self.partition, cancelled, self.started);
+                }
             }
         }
     }
@@ -344,15 +346,25 @@ pub(crate) mod metrics_impl {
         outcome: Result<(), ErrorKind>,
         started: tokio::time::Instant,
     ) {
-        let took: Duration = started.elapsed();
-        let partition = partition_tag(partition);
         let label = match outcome {
             Ok(()) => "ok",
             Err(kind) => kind.as_str(),
         };
         if let Some(policy) = outcome.err().and_then(rejected_by) {
-            metrics::counter!("resilient_api_rejections_total", "endpoint" => endpoint, "partition" => partition.clone(), "policy" => policy).increment(1);
+            metrics::counter!("resilient_api_rejections_total", "endpoint" => endpoint, "partition" => partition_tag(partition), "policy" => policy).increment(1);
         }
+        ended_as(endpoint, partition, label, started);
+    }
+
+    /// A call ended with the outcome `label`.
+    fn ended_as(
+        endpoint: &'static str,
+        partition: &str,
+        label: &'static str,
+        started: tokio::time::Instant,
+    ) {
+        let took: Duration = started.elapsed();
+        let partition = partition_tag(partition);
         metrics::counter!("resilient_api_calls_total", "endpoint" => endpoint, "partition" => partition.clone(), "outcome" => label).increment(1);
         metrics::histogram!("resilient_api_call_duration_seconds", "endpoint" => endpoint, "partition" => partition).record(took.as_secs_f64());
     }

@@ -352,6 +352,62 @@ async fn a_call_whose_answer_cannot_be_decoded_is_no_ok_call() {
     assert_nothing_leaked(&t);
 }
 
+/// A result type whose `Deserialize` panics, as a user's hand-written impl may.
+#[derive(Debug)]
+pub struct Explodes;
+
+impl<'de> serde::Deserialize<'de> for Explodes {
+    fn deserialize<D: serde::Deserializer<'de>>(_: D) -> Result<Self, D::Error> {
+        panic!("the user's Deserialize impl panicked");
+    }
+}
+
+/// A JSON read into a type whose `Deserialize` panics.
+#[resilient_api(timeout(attempt = "10s"), retry(max = 0))]
+pub trait Panicky {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<Explodes, ApiError>;
+}
+
+/// Regression: a call whose decoder panicked was counted as `cancelled`, as if its
+/// caller had given up on it (its end's guard, dropped by the unwinding, took it for
+/// a dropped future), and so was a call whose middleware panicked. Nobody cancelled
+/// them: each is `panicked`, once, with its duration.
+#[tokio::test(start_paused = true)]
+async fn a_call_whose_decoder_panics_is_panicked_not_cancelled() {
+    let m = Recorded::new();
+    let _installed = metrics::set_default_local_recorder(&m);
+    let t = ScriptedTransport::new([Step::status(200).body("{}").delay(ms(7))]);
+    let api = scripted::<PanickyClient>(&t);
+    let outcome = |o| m.counter("resilient_api_calls_total", &[EP, DEFAULT, ("outcome", o)]);
+
+    let joined = tokio::spawn(async move { api.resource().await.map(|_| ()) }).await;
+    assert!(joined.expect_err("the panic reaches the caller").is_panic());
+
+    assert_eq!((outcome("panicked"), outcome("cancelled")), (1, 0));
+    assert_eq!(m.series("resilient_api_calls_total"), 1, "one outcome only");
+    assert_eq!(
+        m.histogram("resilient_api_call_duration_seconds", &[EP, DEFAULT]),
+        vec![0.007]
+    );
+    assert_eq!(m.counter("resilient_api_requests_total", &[EP, DEFAULT]), 1);
+    assert_eq!(
+        m.gauge("resilient_api_in_flight", &[EP, DEFAULT]),
+        Some(0.0)
+    );
+    assert_nothing_leaked(&t);
+
+    // A hook's panic ends its call the same way.
+    let api = tests::scripted_builder::<PanickyClient>(&t)
+        .middleware(|_| panic!("the middleware panicked"))
+        .build()
+        .expect("the client builds");
+    let joined = tokio::spawn(async move { api.resource().await.map(|_| ()) }).await;
+    assert!(joined.expect_err("the panic reaches the caller").is_panic());
+    assert_eq!((outcome("panicked"), outcome("cancelled")), (2, 0));
+    assert_eq!(t.attempts(), 1, "nothing more was sent");
+}
+
 /// Every value the queue-depth gauge took, in order: what a recorder that reports
 /// each update (a statsd-style one) sees, where the registry above keeps only the last.
 #[derive(Default)]
