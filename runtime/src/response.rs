@@ -364,6 +364,10 @@ impl ResponseStream {
         let mut e = ApiError::new(kind).with_message(message);
         e.set_endpoint(self.endpoint);
         e.set_attempts(self.attempts);
+        // A body over the limit is this response's fault, on every read that says so.
+        if kind == ErrorKind::BodyTooLarge {
+            e.set_status(self.status.as_u16());
+        }
         e
     }
 
@@ -474,9 +478,7 @@ impl ResponseStream {
             Ok(Some(Ok(bytes))) => {
                 self.read = self.read.saturating_add(bytes.len() as u64);
                 if self.read > self.limit {
-                    let mut e = self.fail(ErrorKind::BodyTooLarge, "streamed body over the limit");
-                    e.set_status(self.status.as_u16());
-                    return Err(e);
+                    return Err(self.fail(ErrorKind::BodyTooLarge, "streamed body over the limit"));
                 }
                 Ok(Some(bytes))
             }

@@ -73,6 +73,36 @@ async fn a_method_limit_is_enforced_while_streaming() {
     tests::assert_nothing_leaked(&t);
 }
 
+/// Regression: a streamed body over the limit said its response's status on the read
+/// that went over, and no status on every read after it (`ApiError::status` is the
+/// status of the answer that could not be used, for `BodyTooLarge`). Every read says
+/// it now, as it says the kind.
+#[tokio::test(start_paused = true)]
+async fn a_streamed_body_over_the_limit_keeps_its_status_on_every_read() {
+    let t = ScriptedTransport::new([
+        Step::status(206).chunks([(ms(0), "0123456789"), (ms(5), "0123456789")])
+    ]);
+    let api: FilesClient = tests::scripted(&t);
+    let mut stream = api.small_stream().await.expect("the head is fine");
+    assert_eq!(
+        stream.chunk().await.expect("first chunk").map(|c| c.len()),
+        Some(10)
+    );
+    let seen = |e: ApiError| (e.kind(), e.status(), e.attempts(), e.endpoint());
+    let over = (ErrorKind::BodyTooLarge, Some(206), 1, "small_stream");
+    let e = stream
+        .chunk()
+        .await
+        .expect_err("the second chunk goes over");
+    assert_eq!(seen(e), over);
+    for _ in 0..2 {
+        let e = stream.chunk().await.expect_err("still over");
+        assert_eq!(seen(e), over);
+    }
+    drop(stream);
+    tests::assert_nothing_leaked(&t);
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_client_limit_applies_to_methods_without_their_own() {
     let t = ScriptedTransport::new([Step::status(200).body("twenty bytes of text")]);
