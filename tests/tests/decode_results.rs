@@ -154,3 +154,32 @@ async fn an_empty_body_is_no_null() {
     assert_eq!(api.value().await.unwrap_err().kind(), ErrorKind::Decode);
     assert_eq!(api.ack().await.unwrap_err().kind(), ErrorKind::Decode);
 }
+
+/// An `Option` result is `None` for an empty success only: a 404 (or any error
+/// status) is never read as "no value", empty or not; it is a `Status` error with the
+/// server's body, whatever the result type could have made of it.
+#[tokio::test(start_paused = true)]
+async fn a_404_is_a_status_error_for_an_option_result_never_none() {
+    let t = ScriptedTransport::new([
+        Step::status(404),
+        Step::status(404)
+            .header("content-type", "application/json")
+            .body("null"),
+        Step::status(410).body(""),
+        Step::status(204),
+    ]);
+    let api: DocsClient = scripted(&t);
+    let seen = |e: ApiError| (e.kind(), e.status(), e.body().map(|b| b.to_vec()));
+    let e = api.maybe().await.expect_err("a 404 is an error");
+    assert_eq!(seen(e), (ErrorKind::Status, Some(404), Some(Vec::new())));
+    let e = api.maybe().await.expect_err("a 404's `null` is no `None`");
+    assert_eq!(
+        seen(e),
+        (ErrorKind::Status, Some(404), Some(b"null".to_vec()))
+    );
+    let e = api.maybe().await.expect_err("a 410 is an error");
+    assert_eq!(seen(e), (ErrorKind::Status, Some(410), Some(Vec::new())));
+    assert_eq!(api.maybe().await.expect("a 204 is no value"), None);
+    assert_eq!(t.attempts(), 4, "no retries");
+    tests::assert_nothing_leaked(&t);
+}
