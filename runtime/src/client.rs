@@ -655,15 +655,15 @@ impl Handle {
         request: RequestBuilder,
     ) -> impl Future<Output = Result<D::Output, ApiError>> + Send + '_ {
         use futures_util::FutureExt;
-        crate::pipeline::execute(self, request, D::STREAMING).map(|ended| {
+        crate::pipeline::execute(self, request, D::STREAMING).map(|(ended, span)| {
             // The call ends here, decoded or not: a body that cannot be decoded is the
-            // call's outcome in the metrics.
+            // call's outcome in the metrics and in its span, which closes after this.
             crate::observe::metrics_impl::decoded(ended, |raw| {
                 raw.and_then(|raw| {
                     let attempts = raw.attempts;
                     D::decode(raw).map_err(|mut e| {
                         e.set_attempts(attempts);
-                        e
+                        crate::pipeline::call_failed(&span, e)
                     })
                 })
             })

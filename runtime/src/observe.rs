@@ -7,8 +7,10 @@
 //! no caller's span outlives its call), named with OpenTelemetry's HTTP-client fields
 //! (`http.request.method`, `url.template`, `http.response.status_code`,
 //! `http.request.resend_count`), and events for retries, breaker transitions and
-//! rejections. Spans carry the URL *template*, never the URL with its values, so no
-//! path or query secret can reach a log.
+//! rejections. A call that fails says so with a `call failed` event in its span,
+//! naming the error; an answer that cannot be decoded is the call's failure too (the
+//! call's span closes once its answer is decoded). Spans carry the URL *template*,
+//! never the URL with its values, so no path or query secret can reach a log.
 //!
 //! # Defaults
 //! `Authorization`, `Cookie`, `Proxy-Authorization`, `Set-Cookie` and every header

@@ -225,8 +225,10 @@ fn not_prepared() -> ApiError {
 }
 
 /// Run one call: build its request, then the retry loop under one deadline and the
-/// caller's cancellation. Its end, for the metrics, is handed back with its answer:
-/// the caller records it once the answer is decoded.
+/// caller's cancellation. Its end, for the metrics, is handed back with its answer,
+/// and so is its span (none for a call refused before it had one): the caller records
+/// the end once the answer is decoded, and a decode error as the call's failure in its
+/// span, which closes when the caller drops it.
 // Not an `async fn`: the request is captured once instead of being stored twice (as
 // an argument and again as a local) in the call's future.
 #[allow(clippy::manual_async_fn)]
@@ -234,13 +236,16 @@ pub(crate) fn execute(
     handle: &Handle,
     request: RequestBuilder,
     streaming: bool,
-) -> impl Future<Output = Ended<'_>> + Send + '_ {
+) -> impl Future<Output = (Ended<'_>, tracing::Span)> + Send + '_ {
     // The request and what it is prepared into share one slot of the future.
     let mut stage = Stage::Building(request);
     async move {
         let inner = &*handle.inner;
         let Stage::Building(request) = &mut stage else {
-            return ended(Err(not_prepared()), CallEnd::unstarted());
+            return (
+                ended(Err(not_prepared()), CallEnd::unstarted()),
+                tracing::Span::none(),
+            );
         };
         let spec = request.spec;
         let ep = &inner.endpoints[spec.index];
@@ -259,7 +264,10 @@ pub(crate) fn execute(
             let e = ApiError::new(ErrorKind::InvalidRequest)
                 .with_message(invalid.to_string())
                 .with_source(invalid);
-            return ended(Err(refused_at_start(ep, finish(e))), end);
+            return (
+                ended(Err(refused_at_start(ep, finish(e))), end),
+                tracing::Span::none(),
+            );
         }
 
         // Identical calls in flight share one execution: not a streamed result, nor a
@@ -272,15 +280,21 @@ pub(crate) fn execute(
         // caller's own word comes first, as it does at every later step.
         if let Err(r) = ep.partition.breaker.check(start) {
             if handle.options.cancel.is_cancelled() {
-                return ended(Err(refused_at_start(ep, finish(call_cancelled()))), end);
+                return (
+                    ended(Err(refused_at_start(ep, finish(call_cancelled()))), end),
+                    tracing::Span::none(),
+                );
             }
             // Half-open with every probe slot taken (no time to give): a call that may
             // join an identical one in flight goes on, to share that probe's answer;
             // if none is in flight, its own execution is refused at admission.
             if r.until.is_some() || !coalesce {
-                return ended(
-                    Err(refused_at_start(ep, finish(circuit_open(r.until)))),
-                    end,
+                return (
+                    ended(
+                        Err(refused_at_start(ep, finish(circuit_open(r.until)))),
+                        end,
+                    ),
+                    tracing::Span::none(),
                 );
             }
         }
@@ -302,7 +316,7 @@ pub(crate) fn execute(
         };
         stage = Stage::Ready(prepared);
         let Stage::Ready(prepared) = &stage else {
-            return ended(Err(not_prepared()), end);
+            return (ended(Err(not_prepared()), end), span);
         };
         let call = Call {
             inner,
@@ -428,7 +442,8 @@ pub(crate) fn execute(
                 stream.cancel_on(handle.options.cancel.clone());
             }
         }
-        ended(result.map_err(|e| call_failed(&span, finish(e))), end)
+        let result = result.map_err(|e| call_failed(&span, finish(e)));
+        (ended(result, end), span)
     }
 }
 
@@ -478,10 +493,10 @@ fn call_cancelled() -> ApiError {
 }
 
 /// The end of a failed call, out of the hot path: its status on the span, and a
-/// trace event.
+/// trace event. Also for an answer the caller could not decode.
 #[cold]
 #[inline(never)]
-fn call_failed(span: &tracing::Span, e: ApiError) -> ApiError {
+pub(crate) fn call_failed(span: &tracing::Span, e: ApiError) -> ApiError {
     // The last status received: the error's own, or, when a policy refused the retry
     // of an error response, that response's (the refusal's source).
     let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&e);

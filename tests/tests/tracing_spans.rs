@@ -454,3 +454,130 @@ async fn a_coalesced_callers_span_closes_when_its_call_ends() {
     assert_eq!(attempts[0].parent, Some(shared[0].id));
     assert_eq!(attempts[0].closed_ms, Some(50));
 }
+
+/// The events that happened in the span `id`, in order: when, and every field.
+fn events_in(seen: &Seen, id: u64) -> Vec<(u64, BTreeMap<&'static str, Value>)> {
+    seen.events
+        .iter()
+        .filter(|e| e.span == Some(id))
+        .map(|e| (e.at_ms, e.fields.clone()))
+        .collect()
+}
+
+/// An event's fields: its message, and the fields after it.
+fn event<const N: usize>(
+    message: &str,
+    fields: [(&'static str, Value); N],
+) -> BTreeMap<&'static str, Value> {
+    let mut all = BTreeMap::from(fields);
+    all.insert("message", Value::Debug(message.to_owned()));
+    all
+}
+
+/// A field recorded with `%` (its `Display`).
+fn shown(text: &str) -> Value {
+    Value::Debug(text.to_owned())
+}
+
+/// A JSON result.
+#[derive(Debug, serde::Deserialize)]
+pub struct User {
+    /// The user's name.
+    pub name: String,
+}
+
+/// A typed read, and the same read coalesced.
+#[resilient_api(timeout(attempt = "1s"), retry(max = 0))]
+pub trait Typed {
+    #[get("/users/{id}")]
+    async fn user(&self, id: u64) -> Result<User, ApiError>;
+
+    #[get("/users/{id}")]
+    #[coalesce]
+    async fn shared_user(&self, id: u64) -> Result<User, ApiError>;
+}
+
+/// Regression: a call whose answer could not be decoded left no failure in tracing:
+/// its span had closed, as a success, before the body was decoded, and no `call
+/// failed` event was logged, though the call failed (and the metrics count it as a
+/// `decode` call). The call ends once its answer is decoded: the span closes then, and
+/// holds the `call failed` event with the decode error, as for any other failure; a
+/// coalesced caller's too, each of whom decodes the shared answer.
+#[tokio::test(start_paused = true)]
+async fn an_answer_that_cannot_be_decoded_is_the_call_spans_failure() {
+    let t = ScriptedTransport::new([Step::status(200)
+        .header("content-type", "application/json")
+        .body("not json")]);
+    let api = scripted::<TypedClient>(&t);
+    let (r, seen) = captured(api.user(1)).await;
+    let e = r.expect_err("not JSON");
+    assert_eq!(
+        (e.kind(), e.status(), e.attempts()),
+        (ErrorKind::Decode, Some(200), 1)
+    );
+    let failed = || {
+        event(
+            "call failed",
+            [(
+                "error",
+                shown(
+                    "decode failed 200 in `user`: invalid JSON at line 1 column 2 (content \
+                     type application/json, 8 bytes)",
+                ),
+            )],
+        )
+    };
+    let (call, tries) = call_and_attempts(&seen, 1);
+    assert_eq!(tries[0].fields, attempt_fields(0, 200));
+    assert_eq!(call.fields, call_fields(200));
+    assert_eq!(events_in(&seen, call.id), [(0, failed())]);
+    assert_eq!(seen.events.len(), 1, "{:?}", seen.events);
+
+    // Two callers share one answer; each fails to decode it, in its own span.
+    let t = ScriptedTransport::new([Step::status(200)
+        .header("content-type", "application/json")
+        .body("not json")
+        .delay(ms(10))]);
+    let api = scripted::<TypedClient>(&t);
+    let ((a, b), seen) = captured(async {
+        tokio::join!(api.shared_user(1), async {
+            tokio::time::sleep(ms(1)).await;
+            api.shared_user(1).await
+        })
+    })
+    .await;
+    assert_eq!(t.attempts(), 1, "one shared request");
+    for e in [a.expect_err("not JSON"), b.expect_err("not JSON")] {
+        assert_eq!(e.kind(), ErrorKind::Decode);
+        assert_eq!(
+            e.to_string(),
+            "decode failed 200 in `shared_user`: invalid JSON at line 1 column 2 (content \
+             type application/json, 8 bytes)"
+        );
+    }
+    let calls = named(&seen, "http.client");
+    assert_eq!(calls.len(), 2, "{:?}", seen.spans);
+    for (call, opened) in calls.iter().zip([0, 1]) {
+        let mut fields = call_fields(200);
+        fields.insert("endpoint", s("shared_user"));
+        assert_eq!(call.fields, fields);
+        assert_eq!((call.opened_ms, call.closed_ms), (opened, Some(10)));
+        assert_eq!(
+            events_in(&seen, call.id),
+            [(
+                10,
+                event(
+                    "call failed",
+                    [(
+                        "error",
+                        shown(
+                            "decode failed 200 in `shared_user`: invalid JSON at line 1 \
+                             column 2 (content type application/json, 8 bytes)"
+                        )
+                    )]
+                )
+            )]
+        );
+    }
+    assert_eq!(seen.events.len(), 2, "{:?}", seen.events);
+}
