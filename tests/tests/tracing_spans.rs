@@ -581,3 +581,540 @@ async fn an_answer_that_cannot_be_decoded_is_the_call_spans_failure() {
     }
     assert_eq!(seen.events.len(), 2, "{:?}", seen.events);
 }
+
+/// Up to three branches, 10 ms apart; no retry.
+#[resilient_api(timeout(attempt = "1s"), retry(max = 0))]
+pub trait Hedged {
+    #[get("/users/{id}")]
+    #[hedge(delay = "10ms", max = 3)]
+    async fn user(&self, id: u64) -> Result<String, ApiError>;
+}
+
+/// A hedged call's branches are attempts of the call: each `http.attempt` is a child
+/// of its `http.client` span, numbered by `http.request.resend_count` in the order the
+/// branches leave (0, 1, 2), with the status it got. The primary's 503 at 5 ms is held
+/// (a hedge is still to come); the second branch (10 ms) is slow; the third (20 ms)
+/// answers at 22 ms and wins, and the second, cancelled, closes its span then, with no
+/// status. Each hedge is a `hedging` event in the call's span, naming its branch.
+#[tokio::test(start_paused = true)]
+async fn a_hedged_calls_branches_are_attempt_spans_of_the_call() {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("busy").delay(ms(5)),
+        Step::status(200).body("slow").delay(ms(50)),
+        Step::status(200).body("fast").delay(ms(2)),
+    ]);
+    let clock = Clock::start();
+    let api = scripted::<HedgedClient>(&t);
+
+    let (r, seen) = captured(api.user(3)).await;
+    assert_eq!(r.expect("the third branch wins"), "fast");
+    assert_eq!(clock.now_ms(), 22);
+    assert_eq!(t.dispatch_times(), [ms(0), ms(10), ms(20)]);
+    assert_eq!(t.in_flight(), 0, "the loser was dropped");
+
+    let (call, tries) = call_and_attempts(&seen, 3);
+    assert_eq!(call.fields, call_fields(200));
+    assert_eq!((call.opened_ms, call.closed_ms), (0, Some(22)));
+    assert_eq!(tries[0].fields, attempt_fields(0, 503));
+    assert_eq!((tries[0].opened_ms, tries[0].closed_ms), (0, Some(5)));
+    assert_eq!(
+        tries[1].fields,
+        BTreeMap::from([("http.request.resend_count", Value::U64(1))]),
+        "the cancelled branch got no status"
+    );
+    assert_eq!(
+        (tries[1].opened_ms, tries[1].closed_ms),
+        (10, Some(22)),
+        "the cancelled branch's span closes when the round ends"
+    );
+    assert_eq!(tries[2].fields, attempt_fields(2, 200));
+    assert_eq!((tries[2].opened_ms, tries[2].closed_ms), (20, Some(22)));
+
+    assert_eq!(
+        events_in(&seen, call.id),
+        [
+            (10, event("hedging", [("branch", Value::U64(2))])),
+            (20, event("hedging", [("branch", Value::U64(3))])),
+        ]
+    );
+    assert_eq!(seen.events.len(), 2, "no other event: {:?}", seen.events);
+}
+
+/// Two branches 10 ms apart; one retry, 30 ms after a failed round.
+#[resilient_api(
+    timeout(attempt = "1s"),
+    retry(max = 1, backoff = fixed(delay = "30ms"), on = [503])
+)]
+pub trait HedgedRetry {
+    #[get("/users/{id}")]
+    #[hedge(delay = "10ms", max = 2)]
+    async fn user(&self, id: u64) -> Result<String, ApiError>;
+}
+
+/// A hedged round whose branches all fail is retried like a single attempt: the
+/// `retrying` event is in the call's span, at the round's end, with the round's error
+/// and the wait the loop then takes: the backoff (30 ms), or what is left of the wait
+/// a branch's `Retry-After` asked for (1 s from 12 ms, so 982 ms at 30 ms, when the
+/// other branch's 503 ends the round). The retry's round numbers its attempt after
+/// the two branches (`resend_count` 2).
+#[tokio::test(start_paused = true)]
+async fn a_hedged_round_retried_logs_the_wait_in_the_call_span() {
+    for (steps, round_end, wait) in [
+        (
+            [
+                Step::status(503).body("busy").delay(ms(5)),
+                Step::status(503).body("busy too").delay(ms(2)),
+                Step::status(200).body("ok"),
+            ],
+            12,
+            30,
+        ),
+        (
+            [
+                Step::status(503).body("busy").delay(ms(30)),
+                Step::status(503)
+                    .header("retry-after", "1")
+                    .body("later")
+                    .delay(ms(2)),
+                Step::status(200).body("ok"),
+            ],
+            30,
+            982,
+        ),
+    ] {
+        let t = ScriptedTransport::new(steps);
+        let clock = Clock::start();
+        let api = scripted::<HedgedRetryClient>(&t);
+
+        let (r, seen) = captured(api.user(4)).await;
+        assert_eq!(r.expect("the retry answers"), "ok");
+        let retry_at = round_end + wait;
+        assert_eq!(clock.now_ms(), retry_at);
+        assert_eq!(t.dispatch_times(), [ms(0), ms(10), ms(retry_at)]);
+
+        let (call, tries) = call_and_attempts(&seen, 3);
+        assert_eq!(call.fields, call_fields(200));
+        assert_eq!((call.opened_ms, call.closed_ms), (0, Some(retry_at)));
+        assert_eq!(tries[0].fields, attempt_fields(0, 503));
+        assert_eq!(tries[1].fields, attempt_fields(1, 503));
+        assert_eq!(tries[2].fields, attempt_fields(2, 200));
+        assert_eq!(
+            [&tries[0], &tries[1], &tries[2]].map(|a| (a.opened_ms, a.closed_ms)),
+            [
+                (0, Some(if wait == 30 { 5 } else { 30 })),
+                (10, Some(12)),
+                (retry_at, Some(retry_at)),
+            ]
+        );
+        assert_eq!(
+            events_in(&seen, call.id),
+            [
+                (10, event("hedging", [("branch", Value::U64(2))])),
+                (
+                    round_end,
+                    event(
+                        "retrying",
+                        [
+                            ("endpoint", s("user")),
+                            ("round", Value::U64(1)),
+                            ("wait_ms", Value::U64(wait)),
+                            (
+                                "error",
+                                shown(
+                                    "all hedged attempts failed 503 in `user` after 2 attempts: \
+                                     2 hedged attempts"
+                                )
+                            ),
+                        ]
+                    )
+                ),
+            ],
+            "wait {wait}"
+        );
+        assert_eq!(seen.events.len(), 2, "no other event: {:?}", seen.events);
+    }
+}
+
+/// The call span of a call that a policy refused before any attempt: its fields (no
+/// status), its open and close times, and no attempt under it.
+fn refused_call(seen: &Seen, calls: usize, which: usize) -> &SpanSeen {
+    let spans = named(seen, "http.client");
+    assert_eq!(spans.len(), calls, "{:?}", seen.spans);
+    let call = spans[which];
+    assert_eq!(call.parent, None);
+    let mut fields = call_fields(0);
+    fields.remove("http.response.status_code");
+    assert_eq!(call.fields, fields, "no status: nothing was received");
+    assert!(
+        seen.spans.iter().all(|s| s.parent != Some(call.id)),
+        "no attempt was made: {:?}",
+        seen.spans
+    );
+    call
+}
+
+/// One call at a time, nobody waiting.
+#[resilient_api(
+    timeout(attempt = "1s"),
+    retry(max = 1, backoff = fixed(delay = "10ms"), on = [503]),
+    bulkhead(concurrency = 1, queue = 0)
+)]
+pub trait Narrow {
+    #[get("/users/{id}")]
+    async fn user(&self, id: u64) -> Result<String, ApiError>;
+}
+
+/// A full bulkhead refuses a call at once, and is not retried: the call's span holds
+/// no attempt and no status, only the `call failed` event naming the kind.
+#[tokio::test(start_paused = true)]
+async fn a_full_bulkhead_leaves_its_kind_on_the_call_span() {
+    let t = ScriptedTransport::new([Step::status(200).body("a").delay(ms(50))]);
+    let api = scripted::<NarrowClient>(&t);
+    let ((a, b), seen) = captured(async { tokio::join!(api.user(1), api.user(2)) }).await;
+    assert_eq!(a.expect("the first holds the slot"), "a");
+    let e = b.expect_err("no room");
+    assert_eq!((e.kind(), e.attempts()), (ErrorKind::BulkheadFull, 0));
+    assert_eq!(t.attempts(), 1);
+
+    let refused = refused_call(&seen, 2, 1);
+    assert_eq!((refused.opened_ms, refused.closed_ms), (0, Some(0)));
+    assert_eq!(
+        events_in(&seen, refused.id),
+        [(
+            0,
+            event("call failed", [("error", shown("bulkhead full in `user`"))])
+        )]
+    );
+    let served = named(&seen, "http.client")[0];
+    assert_eq!(served.fields, call_fields(200));
+    assert_eq!(events_in(&seen, served.id), []);
+    assert_eq!(seen.events.len(), 1, "{:?}", seen.events);
+}
+
+/// An open breaker refuses a call at its start, before its span exists: the event
+/// `call refused at its start` (no span), naming the endpoint and the error. A
+/// breaker that the call's own 503 opens refuses its retry: the call's span then holds
+/// the transition, and the `call failed` event with the refusal, and keeps the 503.
+#[tokio::test(start_paused = true)]
+async fn an_open_breaker_leaves_its_kind_on_the_call_span_or_an_event() {
+    let t = ScriptedTransport::new([Step::status(503).body("busy")]);
+    let api = scripted::<FragileClient>(&t);
+    let (tripped, seen) = captured(api.user(1)).await;
+    assert_eq!(tripped.unwrap_err().kind(), ErrorKind::CircuitOpen);
+    let (call, tries) = call_and_attempts(&seen, 1);
+    assert_eq!(tries[0].fields, attempt_fields(0, 503));
+    assert_eq!(call.fields, call_fields(503));
+    assert_eq!(
+        events_in(&seen, call.id),
+        [
+            (
+                0,
+                event(
+                    "circuit breaker transition",
+                    [
+                        ("partition", shown("https://example.test")),
+                        ("from", shown("Closed")),
+                        ("to", shown("Open")),
+                        ("generation", Value::U64(1)),
+                    ]
+                )
+            ),
+            (
+                0,
+                event(
+                    "call failed",
+                    [(
+                        "error",
+                        shown(
+                            "circuit open in `user`: the breaker will still be open when the \
+                             backoff ends"
+                        )
+                    )]
+                )
+            ),
+        ]
+    );
+    assert_eq!(seen.events.len(), 2, "{:?}", seen.events);
+
+    let (r, seen) = captured(api.user(2)).await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::CircuitOpen);
+    assert!(seen.spans.is_empty(), "{:?}", seen.spans);
+    assert_eq!(seen.events.len(), 1, "{:?}", seen.events);
+    assert_eq!(seen.events[0].span, None);
+    assert_eq!(
+        seen.events[0].fields,
+        event(
+            "call refused at its start",
+            [
+                ("endpoint", s("user")),
+                ("error", shown("circuit open in `user`")),
+            ]
+        )
+    );
+    assert_eq!(t.attempts(), 1);
+}
+
+/// One token a second.
+#[resilient_api(
+    timeout(attempt = "1s"),
+    retry(max = 1, backoff = fixed(delay = "10ms"), on = [503]),
+    rate_limit(per_second = 1, burst = 1)
+)]
+pub trait Metered {
+    #[get("/users/{id}")]
+    async fn user(&self, id: u64) -> Result<String, ApiError>;
+}
+
+/// A rate limiter whose next token comes after the call's deadline refuses at once:
+/// the call's span holds no attempt, only the `call failed` event naming the kind.
+#[tokio::test(start_paused = true)]
+async fn a_rate_limit_refusal_leaves_its_kind_on_the_call_span() {
+    let t = ScriptedTransport::new([Step::status(200).body("a")]);
+    let clock = Clock::start();
+    let api = scripted::<MeteredClient>(&t);
+    let short = api.with_options(CallOptions::new().deadline(ms(100)));
+    let ((a, b), seen) = captured(async { (api.user(1).await, short.user(2).await) }).await;
+    assert_eq!(a.expect("the first token"), "a");
+    let e = b.expect_err("the next token is 1 s away");
+    assert_eq!((e.kind(), e.attempts()), (ErrorKind::RateLimited, 0));
+    assert_eq!(e.retry_after(), Some(ms(1000)));
+    assert_eq!(clock.now_ms(), 0, "refused at once");
+    assert_eq!(t.attempts(), 1);
+
+    let refused = refused_call(&seen, 2, 1);
+    assert_eq!((refused.opened_ms, refused.closed_ms), (0, Some(0)));
+    assert_eq!(
+        events_in(&seen, refused.id),
+        [(
+            0,
+            event("call failed", [("error", shown("rate limited in `user`"))])
+        )]
+    );
+    assert_eq!(seen.events.len(), 1, "{:?}", seen.events);
+}
+
+/// Like `Users`, under a budget that allows no retry at all.
+#[tokio::test(start_paused = true)]
+async fn a_budget_refusal_leaves_its_kind_and_the_status_on_the_call_span() {
+    let t = ScriptedTransport::new([Step::status(503).body("busy")]);
+    let api: UsersClient = tests::scripted_builder(&t)
+        .retry_budget(Some(resilient_api::retry::budget::BudgetConfig {
+            ttl: std::time::Duration::from_secs(10),
+            min_per_sec: 0,
+            retry_ratio: 0.0,
+        }))
+        .build()
+        .expect("builds");
+    let (r, seen) = captured(api.user(5)).await;
+    let e = r.expect_err("no retry allowed");
+    assert_eq!((e.kind(), e.attempts()), (ErrorKind::BudgetExhausted, 1));
+
+    let (call, tries) = call_and_attempts(&seen, 1);
+    assert_eq!(tries[0].fields, attempt_fields(0, 503));
+    assert_eq!(
+        call.fields,
+        call_fields(503),
+        "the status of the refused retry's cause"
+    );
+    assert_eq!((call.opened_ms, call.closed_ms), (0, Some(0)));
+    assert_eq!(
+        events_in(&seen, call.id),
+        [(
+            0,
+            event(
+                "call failed",
+                [("error", shown("retry budget exhausted in `user`"))]
+            )
+        )],
+        "no `retrying`: the retry was refused before it was decided"
+    );
+    assert_eq!(seen.events.len(), 1, "{:?}", seen.events);
+}
+
+/// One call at a time, one waiting.
+#[resilient_api(
+    timeout(attempt = "1s"),
+    retry(max = 0),
+    bulkhead(concurrency = 1, queue = 1)
+)]
+pub trait Queued {
+    #[get("/users/{id}")]
+    async fn user(&self, id: u64) -> Result<String, ApiError>;
+}
+
+/// A deadline that passes before the first attempt (a deadline of zero, or one that
+/// ends a wait in the bulkhead's queue) ends the call's span then, with no attempt
+/// under it and the `call failed` event naming the kind.
+#[tokio::test(start_paused = true)]
+async fn a_deadline_before_the_first_attempt_leaves_its_kind_on_the_call_span() {
+    let t = ScriptedTransport::new([]);
+    let api = scripted::<UsersClient>(&t);
+    let none = api.with_options(CallOptions::new().deadline(ms(0)));
+    let (r, seen) = captured(none.user(1)).await;
+    let e = r.expect_err("no time at all");
+    assert_eq!((e.kind(), e.attempts()), (ErrorKind::Deadline, 0));
+    assert_eq!(t.attempts(), 0);
+    let call = refused_call(&seen, 1, 0);
+    assert_eq!((call.opened_ms, call.closed_ms), (0, Some(0)));
+    assert_eq!(
+        events_in(&seen, call.id),
+        [(
+            0,
+            event(
+                "call failed",
+                [(
+                    "error",
+                    shown("deadline passed in `user`: the call's deadline of 0ns passed")
+                )]
+            )
+        )]
+    );
+    assert_eq!(seen.events.len(), 1, "{:?}", seen.events);
+
+    let t = ScriptedTransport::new([Step::status(200).body("a").delay(ms(50))]);
+    let clock = Clock::start();
+    let api = scripted::<QueuedClient>(&t);
+    let short = api.with_options(CallOptions::new().deadline(ms(20)));
+    let ((a, b), seen) = captured(async { tokio::join!(api.user(1), short.user(2)) }).await;
+    assert_eq!(a.expect("the first holds the slot"), "a");
+    let e = b.expect_err("the deadline ends the wait");
+    assert_eq!((e.kind(), e.attempts()), (ErrorKind::Deadline, 0));
+    assert_eq!(clock.now_ms(), 50);
+    assert_eq!(t.attempts(), 1);
+    let queued = refused_call(&seen, 2, 1);
+    assert_eq!((queued.opened_ms, queued.closed_ms), (0, Some(20)));
+    assert_eq!(
+        events_in(&seen, queued.id),
+        [(
+            20,
+            event(
+                "call failed",
+                [(
+                    "error",
+                    shown("deadline passed in `user`: the call's deadline of 20ms passed")
+                )]
+            )
+        )]
+    );
+    assert_eq!(seen.events.len(), 1, "{:?}", seen.events);
+}
+
+/// A declared secret header and a declared secret query parameter; one retry, 10 ms
+/// after a 503.
+#[resilient_api(
+    timeout(attempt = "1s"),
+    retry(max = 1, backoff = fixed(delay = "10ms"), on = [503])
+)]
+pub trait Vault {
+    #[get("/data")]
+    async fn data(
+        &self,
+        #[header("X-Api-Key", secret)] key: &str,
+        #[query("api_key", secret)] api_key: &str,
+    ) -> Result<String, ApiError>;
+}
+
+/// Every secret a call can carry stays out of every span field and every event, over
+/// a retry and a redirect: a password in a base URL (which the builder refuses, and
+/// says nothing of), a client-wide secret header given its value again under another
+/// case, a bearer token, a declared secret header, a declared secret query value, and
+/// a password in a redirect's `Location`. They all went on the wire.
+#[tokio::test(start_paused = true)]
+async fn no_secret_reaches_a_span_field_or_an_event() {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("busy"),
+        Step::status(302).header("location", "https://ada:CANARY-pw@example.test/moved"),
+        Step::status(503).body("still busy"),
+    ]);
+    let (refused, seen_building) = captured(async {
+        tests::scripted_builder::<VaultClient>(&t)
+            .base_url("https://ada:CANARY-base@example.test")
+            .build()
+    })
+    .await;
+    let e = refused.expect_err("no credentials in a base URL");
+    assert_eq!(e.kind(), ErrorKind::Builder);
+    assert!(!format!("{e} {e:?}").contains("CANARY"), "{e:?}");
+    assert!(seen_building.spans.is_empty() && seen_building.events.is_empty());
+
+    let api: VaultClient = tests::scripted_builder(&t)
+        .secret_header("x-client-key", "CANARY-old")
+        .header("X-Client-Key", "CANARY-client")
+        .bearer_auth("CANARY-token")
+        .build()
+        .expect("builds");
+    let clock = Clock::start();
+    let (r, seen) = captured(api.data("CANARY-key", "CANARY-query")).await;
+    let e = r.expect_err("503 again after the redirect");
+    assert_eq!(
+        (e.kind(), e.status(), e.attempts()),
+        (ErrorKind::Status, Some(503), 2)
+    );
+    assert_eq!(clock.now_ms(), 10);
+
+    // Sent: every secret, on every request.
+    let sent = t.requests();
+    let urls: Vec<&str> = sent.iter().map(|r| r.url.as_str()).collect();
+    assert_eq!(
+        urls,
+        [
+            "https://example.test/data?api_key=CANARY-query",
+            "https://example.test/data?api_key=CANARY-query",
+            "https://ada:CANARY-pw@example.test/moved",
+        ]
+    );
+    for r in &sent {
+        assert_eq!(r.headers["x-api-key"], "CANARY-key");
+        assert_eq!(r.headers["x-client-key"], "CANARY-client");
+        assert_eq!(r.headers["authorization"], "Bearer CANARY-token");
+    }
+
+    // Seen: the spans and events of a retry and a redirect...
+    let (call, tries) = call_and_attempts(&seen, 2);
+    assert_eq!(
+        call.fields,
+        BTreeMap::from([
+            ("http.request.method", s("GET")),
+            ("url.template", s("/data")),
+            ("endpoint", s("data")),
+            ("http.response.status_code", Value::U64(503)),
+        ])
+    );
+    assert_eq!(tries[0].fields, attempt_fields(0, 503));
+    assert_eq!(tries[1].fields, attempt_fields(1, 503));
+    assert_eq!(
+        events_in(&seen, call.id),
+        [
+            (
+                0,
+                event(
+                    "retrying",
+                    [
+                        ("endpoint", s("data")),
+                        ("round", Value::U64(1)),
+                        ("wait_ms", Value::U64(10)),
+                        ("error", shown("error status 503 in `data`")),
+                    ]
+                )
+            ),
+            (
+                10,
+                event(
+                    "call failed",
+                    [(
+                        "error",
+                        shown("error status 503 in `data` after 2 attempts")
+                    )]
+                )
+            ),
+        ]
+    );
+    assert_eq!(
+        events_in(&seen, tries[1].id),
+        [(10, event("following redirect", [("hop", Value::U64(1))]))]
+    );
+    assert_eq!(seen.events.len(), 3, "{:?}", seen.events);
+    // ...with no secret in any field of any of them.
+    let shown_anywhere = format!("{:?} {:?}", seen.spans, seen.events);
+    assert!(!shown_anywhere.contains("CANARY"), "{shown_anywhere}");
+}
