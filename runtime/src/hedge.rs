@@ -314,6 +314,11 @@ impl Call<'_> {
                     next_launch = None;
                     ruled_out = None;
                     refused += 1;
+                    // Said here: if a branch in flight wins, nothing else would.
+                    tracing::debug!(
+                        error = %failure.error,
+                        "a policy refused a branch: no more hedging"
+                    );
                     if rejection.is_none() {
                         rejection = Some(failure.error);
                     }

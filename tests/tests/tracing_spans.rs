@@ -1118,3 +1118,74 @@ async fn no_secret_reaches_a_span_field_or_an_event() {
     let shown_anywhere = format!("{:?} {:?}", seen.spans, seen.events);
     assert!(!shown_anywhere.contains("CANARY"), "{shown_anywhere}");
 }
+
+/// Two branches 10 ms apart, room for one attempt at a time.
+#[resilient_api(
+    timeout(attempt = "1s"),
+    retry(max = 0),
+    bulkhead(concurrency = 1, queue = 0)
+)]
+pub trait HedgedNarrow {
+    #[get("/users/{id}")]
+    #[hedge(delay = "10ms", max = 2)]
+    async fn user(&self, id: u64) -> Result<String, ApiError>;
+}
+
+/// Regression: a hedge that a policy refused at admission (here the bulkhead, which
+/// the primary fills) left no trace but the `hedging` event of its launch, so a call
+/// that then succeeded read as hedged, with a second request that never left, and
+/// the rejection (DESIGN §3.9: events for rejections) was said nowhere, unlike a
+/// hedge the budget refuses. The refusal is an event in the call's span, naming the
+/// error, and the primary still wins at 30 ms. A primary refused so (a second call,
+/// while the first holds the slot) says it the same way, before its `call failed`.
+#[tokio::test(start_paused = true)]
+async fn a_branch_a_policy_refuses_is_an_event_in_the_call_span() {
+    let t = ScriptedTransport::new([Step::status(200).body("a").delay(ms(30))]);
+    let api = scripted::<HedgedNarrowClient>(&t);
+    let (r, seen) = captured(api.user(1)).await;
+    assert_eq!(r.expect("the primary answers"), "a");
+    assert_eq!(t.attempts(), 1, "the hedge never left");
+
+    let (call, tries) = call_and_attempts(&seen, 1);
+    assert_eq!(call.fields, call_fields(200));
+    assert_eq!(tries[0].fields, attempt_fields(0, 200));
+    assert_eq!(
+        events_in(&seen, call.id),
+        [
+            (10, event("hedging", [("branch", Value::U64(2))])),
+            (
+                10,
+                event(
+                    "a policy refused a branch: no more hedging",
+                    [("error", shown("bulkhead full"))]
+                )
+            ),
+        ]
+    );
+    assert_eq!(seen.events.len(), 2, "{:?}", seen.events);
+
+    let t = ScriptedTransport::new([Step::status(200).body("a").delay(ms(5))]);
+    let api = scripted::<HedgedNarrowClient>(&t);
+    let ((a, b), seen) = captured(async { tokio::join!(api.user(1), api.user(2)) }).await;
+    assert_eq!(a.expect("the first holds the slot"), "a");
+    assert_eq!(b.expect_err("no room").kind(), ErrorKind::BulkheadFull);
+    assert_eq!(t.attempts(), 1);
+    let refused = refused_call(&seen, 2, 1);
+    assert_eq!(
+        events_in(&seen, refused.id),
+        [
+            (
+                0,
+                event(
+                    "a policy refused a branch: no more hedging",
+                    [("error", shown("bulkhead full"))]
+                )
+            ),
+            (
+                0,
+                event("call failed", [("error", shown("bulkhead full in `user`"))])
+            ),
+        ]
+    );
+    assert_eq!(seen.events.len(), 2, "{:?}", seen.events);
+}
