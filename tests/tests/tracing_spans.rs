@@ -1018,7 +1018,8 @@ pub trait Vault {
 /// a retry and a redirect: a password in a base URL (which the builder refuses, and
 /// says nothing of), a client-wide secret header given its value again under another
 /// case, a bearer token, a declared secret header, a declared secret query value, and
-/// a password in a redirect's `Location`. They all went on the wire.
+/// a password in a redirect's `Location`. They all went on the wire. A secret header
+/// value that cannot be sent is refused, naming the header, not its value.
 #[tokio::test(start_paused = true)]
 async fn no_secret_reaches_a_span_field_or_an_event() {
     let t = ScriptedTransport::new([
@@ -1117,6 +1118,30 @@ async fn no_secret_reaches_a_span_field_or_an_event() {
     // ...with no secret in any field of any of them.
     let shown_anywhere = format!("{:?} {:?}", seen.spans, seen.events);
     assert!(!shown_anywhere.contains("CANARY"), "{shown_anywhere}");
+
+    // A secret header's value that cannot be sent is refused by its name alone.
+    let (r, seen) = captured(api.data("CANARY-key\r\nX-Evil: 1", "CANARY-query")).await;
+    assert_eq!(r.unwrap_err().kind(), ErrorKind::InvalidRequest);
+    assert_eq!(t.attempts(), 3, "nothing more was sent");
+    assert!(seen.spans.is_empty(), "{:?}", seen.spans);
+    assert_eq!(seen.events.len(), 1, "{:?}", seen.events);
+    assert_eq!(seen.events[0].span, None);
+    assert_eq!(
+        seen.events[0].fields,
+        event(
+            "call refused at its start",
+            [
+                ("endpoint", s("data")),
+                (
+                    "error",
+                    shown(
+                        "invalid request in `data`: invalid `X-Api-Key`: a header value \
+                         cannot hold CR, LF or NUL"
+                    )
+                ),
+            ]
+        )
+    );
 }
 
 /// Two branches 10 ms apart, room for one attempt at a time.
