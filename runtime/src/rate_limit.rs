@@ -4,7 +4,8 @@
 //! Every attempt takes a token, retries and hedges included, and so does a redirect
 //! hop back to the same origin, so the limit holds for what actually reaches the
 //! upstream, not for calls. Callers that must wait line up
-//! first come, first served. Waiting is bounded by the call's deadline, and the
+//! first come, first served. Waiting is bounded by the call's deadline (a redirect
+//! hop's, which waits inside its attempt, by the attempt's time limit too), and the
 //! decision is made up front: when the next free token would come at or after the
 //! deadline, or in the deadline's own millisecond (tokio's timer wakes on whole
 //! milliseconds, so the deadline would win that race), [`RateLimiter::acquire`] fails

@@ -3,6 +3,7 @@
 //! deadline) and coalescing (identical concurrent calls share one execution), alone
 //! and together.
 
+use resilient_api::circuit_breaker::state::Phase;
 use resilient_api::testing::{ScriptedTransport, Step};
 use resilient_api::{ApiError, CallOptions, CancellationToken, ErrorKind, resilient_api};
 use tests::{
@@ -224,4 +225,58 @@ async fn coalesce_keeps_calls_with_another_query_or_header_apart() {
     );
     assert_eq!(t.dispatch_times(), [ms(0), ms(100), ms(200)]);
     assert_nothing_leaked(&t);
+}
+
+/// One token every 100 ms, burst 1; a 50 ms attempt limit; one failure opens the
+/// breaker; no retries.
+#[resilient_api(
+    timeout(attempt = "50ms"),
+    retry(max = 0),
+    breaker(failures = 1, reset = "30s"),
+    rate_limit(per_second = 10, burst = 1)
+)]
+pub trait ShortAttempt {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+/// Regression: a same-origin redirect hop waits for its token inside the attempt, and
+/// that wait was bounded by the deadline only. Answered `307` at t=0 (the bucket's
+/// token spent), the hop's token is due at t=100, after the attempt's 50 ms limit: the
+/// hop slept until the attempt timed out at t=50, and that `AttemptTimeout` opened the
+/// breaker against an upstream that had answered at once. The attempt's limit now
+/// bounds the wait as the deadline does: refused at once with `RateLimited`, saying
+/// when the token is free, and the breaker counts nothing.
+#[tokio::test(start_paused = true)]
+async fn a_hop_whose_token_comes_after_the_attempts_limit_is_refused_at_once() {
+    let t = ScriptedTransport::new([
+        Step::status(307).header("location", "/resource/v2"),
+        Step::status(200).body("later"),
+    ]);
+    let start = tokio::time::Instant::now();
+    let clock = Clock::start();
+    let api = scripted::<ShortAttemptClient>(&t);
+    let e = api
+        .resource()
+        .await
+        .expect_err("the hop's token is too late");
+    assert_eq!(e.kind(), ErrorKind::RateLimited);
+    assert!(e.is_rejection());
+    assert_eq!(e.retry_at(), Some(start + ms(100)));
+    assert_eq!(e.retry_after(), Some(ms(100)));
+    assert_eq!(e.attempts(), 1);
+    assert_eq!(clock.now_ms(), 0, "refused at once");
+    let state = api.circuit_state();
+    assert_eq!(
+        (state.phase, state.consecutive_failures),
+        (Phase::Closed, 0),
+        "the upstream answered: no breaker failure"
+    );
+    assert_eq!(t.dispatch_times(), [ms(0)]);
+    assert_nothing_leaked(&t);
+
+    // The refused hop took nothing: a call at t=100 gets that token at once.
+    tokio::time::sleep(ms(100)).await;
+    assert_eq!(api.resource().await.expect("served"), "later");
+    assert_eq!(t.dispatch_times(), [ms(0), ms(100)]);
 }
