@@ -405,6 +405,14 @@ impl Call<'_> {
                 r.set_retry_at(until, until.saturating_duration_since(now));
             }
         }
+        // The refusal may have come well before the round's end (a hedge refused while
+        // the primary was still in flight): how long to wait is counted from now, when
+        // the call ends with it, as a server's wait is.
+        if let Some(r) = &mut rejection
+            && let Some(at) = r.retry_at()
+        {
+            r.set_retry_at(at, at.saturating_duration_since(Instant::now()));
+        }
         // The round's own failure, from the branches that were sent.
         let answered = launched - refused;
         let failure = last.map(|last| {
