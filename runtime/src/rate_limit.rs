@@ -454,10 +454,15 @@ impl RateLimiter {
     /// interval, a caller behind another waiter was let in line to wait for a token
     /// that the rounding then moved into its deadline's own millisecond, and was
     /// refused only after the wait.
+    ///
+    /// A larger burst absorbs the rounding, unless the line drains it within a tick
+    /// (`burst - 1` intervals shorter than a millisecond): then the bucket fills to its
+    /// burst while the next waiter sleeps to the next tick, and what it cannot hold is
+    /// lost, so the line moves by whole ticks too (see [`RateLimiter::ticks_behind`]).
     fn ready_at(&self, now: u128, nth: u64) -> u128 {
-        const MS: u128 = 1_000_000;
         let tat = self.tat.load(Ordering::Acquire).max(now);
         let first = tat.saturating_add(self.interval);
+        let burst = u128::from(self.config.burst);
         // Only a caller behind others pays for the division (a `u128` one).
         let behind = match nth.saturating_sub(1) {
             0 => 0,
@@ -466,12 +471,44 @@ impl RateLimiter {
                 .div_ceil(MS)
                 .saturating_mul(MS)
                 .saturating_mul(u128::from(n)),
+            n if self.interval > 0 && (burst - 1) * self.interval < MS => {
+                self.ticks_behind(u128::from(n)).saturating_mul(MS)
+            }
             n => self.interval.saturating_mul(u128::from(n)),
         };
         first
             .saturating_add(behind)
             .saturating_sub(self.tolerance)
             .max(now)
+    }
+
+    /// With a burst the line drains within a tick (`1 < burst` and `(burst - 1) *
+    /// interval < 1 ms`): how many ticks after the first waiter's (which serves at
+    /// least that one) the line surely needs to serve `n` more. Each tick after it
+    /// finds what a millisecond added to what the last one left (less than a token),
+    /// capped at the burst, and the waiters take all of it. When a millisecond adds a
+    /// burst or more, every tick serves exactly `burst`. Otherwise a tick serves
+    /// `burst - 1`, or `burst` when the bucket is full: the leftover grows by
+    /// `1 ms - (burst - 1) * interval` a tick until the bucket fills at the next tick,
+    /// so every `j + 1` ticks serve at least `(j + 1) * (burst - 1) + 1`.
+    /// (1,900 per second, burst 2: 1, 2, 1, 2 ... a tick, so 7 more need 5 ticks.)
+    fn ticks_behind(&self, n: u128) -> u128 {
+        let (burst, interval) = (u128::from(self.config.burst), self.interval);
+        if MS >= self.tolerance {
+            return n.div_ceil(burst);
+        }
+        // Both positive here, and below a millisecond: no product below overflows.
+        let gain = MS - (burst - 1) * interval;
+        let room = self.tolerance - MS;
+        let cycle = room.div_ceil(gain) + 1;
+        let per_cycle = cycle * (burst - 1) + 1;
+        let rest = n % per_cycle;
+        let partial = if rest == 0 {
+            0
+        } else {
+            rest.div_ceil(burst - 1).min(cycle)
+        };
+        (n / per_cycle) * cycle + partial
     }
 
     /// Whether a token free at `ready` comes too late for `deadline`: at or after it,
@@ -531,6 +568,9 @@ impl Drop for InLine<'_> {
         self.leave();
     }
 }
+
+/// A timer tick (tokio's timer wakes on whole milliseconds), in nanoseconds.
+const MS: u128 = 1_000_000;
 
 /// Whole nanoseconds between tokens, rounded up, saturating.
 fn interval_ns(per_second: f64) -> u64 {
@@ -655,6 +695,58 @@ mod tests {
         assert_eq!(Instant::now(), start);
         assert!(l.try_acquire(start).is_none(), "no overtaking the line");
         assert_eq!(ahead.await.unwrap().unwrap(), start + ms(100));
+    }
+
+    /// Regression: with a burst the line drains within one timer tick (1,900 per second,
+    /// burst 2: a token every 526.316 µs, two at most per tick), the waiters take their
+    /// tokens at 1, 2, 2, 3, 4, 4, 5 ms, not one every 526 µs: the bucket fills up to its
+    /// burst while each waits for the next tick, and what it cannot hold is lost. The
+    /// up-front decision counted one interval per waiter ahead, so an eighth caller with
+    /// a 5.3 ms deadline was let in line for a token predicted at 4.21 ms, slept until
+    /// the seventh was served at 5 ms, and was refused then. It is refused at once.
+    #[tokio::test(start_paused = true)]
+    async fn a_caller_behind_a_line_that_drains_the_burst_each_tick_is_refused_at_once() {
+        let start = Instant::now();
+        let l = Arc::new(RateLimiter::new(RateLimitConfig::new(1_900.0, 2), start));
+        while l.try_acquire(start).is_some() {}
+        let mut ahead = Vec::new();
+        for _ in 0..7 {
+            let l = Arc::clone(&l);
+            ahead.push(tokio::spawn(async move {
+                l.acquire(None).await.map(|_| start.elapsed())
+            }));
+            tokio::task::yield_now().await;
+        }
+        let deadline = start + Duration::from_micros(5_300);
+        let err = l.acquire(Some(deadline)).await.unwrap_err();
+        assert_eq!(Instant::now(), start, "decided at once, without sleeping");
+        assert!(err.retry_at >= deadline, "{:?}", err.retry_at - start);
+        let mut served = Vec::new();
+        for t in ahead {
+            served.push(t.await.unwrap().unwrap());
+        }
+        assert_eq!(served, [1, 2, 2, 3, 4, 4, 5].map(ms).to_vec());
+        assert_eq!(l.waiting.load(Ordering::Acquire), 0);
+    }
+
+    /// The other side of the same rule: a deadline the line surely leaves room for is
+    /// served. Behind seven waiters (served at 1 to 5 ms, as above), a caller with a
+    /// 7.6 ms deadline gets its token at 6 ms.
+    #[tokio::test(start_paused = true)]
+    async fn a_caller_behind_a_line_that_drains_the_burst_each_tick_is_served_in_time() {
+        let start = Instant::now();
+        let l = Arc::new(RateLimiter::new(RateLimitConfig::new(1_900.0, 2), start));
+        while l.try_acquire(start).is_some() {}
+        for _ in 0..7 {
+            let l = Arc::clone(&l);
+            tokio::spawn(async move { l.acquire(None).await.map(|_| ()) });
+            tokio::task::yield_now().await;
+        }
+        let _t = l
+            .acquire(Some(start + Duration::from_micros(7_600)))
+            .await
+            .unwrap();
+        assert_eq!(Instant::now(), start + ms(6));
     }
 
     /// Regression: a waiter that runs again only after its deadline (its timer was
@@ -971,6 +1063,51 @@ mod tests {
                 let waited = arrivals.iter().filter(|(_, give_up)| !give_up).count();
                 prop_assert!(grants.len() >= waited);
                 assert_bounded(&grants, rate, burst)?;
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+            /// Rates whose line drains the burst within a tick (or moves one a tick):
+            /// a caller let into the line is served before its deadline, never
+            /// refused after sleeping.
+            #[test]
+            fn a_caller_let_in_line_is_served_before_its_deadline(
+                rate in 1_000.0f64..20_000.0,
+                burst in 1u32..6,
+                arrivals in proptest::collection::vec((0u64..20_000, 0u64..8_000), 1..40),
+            ) {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_time()
+                    .start_paused(true)
+                    .build()
+                    .unwrap();
+                rt.block_on(async {
+                    let start = Instant::now();
+                    let l = Arc::new(RateLimiter::new(RateLimitConfig::new(rate, burst), start));
+                    let tasks: Vec<_> = arrivals
+                        .iter()
+                        .map(|&(at_us, within_us)| {
+                            let l = Arc::clone(&l);
+                            tokio::spawn(async move {
+                                sleep_until(start + Duration::from_micros(at_us)).await;
+                                let came = Instant::now();
+                                let deadline = came + Duration::from_micros(within_us);
+                                match l.acquire(Some(deadline)).await {
+                                    Ok(_token) => assert!(Instant::now() < deadline),
+                                    Err(_) => assert_eq!(
+                                        Instant::now(),
+                                        came,
+                                        "refused after sleeping ({rate}/s, burst {burst})"
+                                    ),
+                                }
+                            })
+                        })
+                        .collect();
+                    for t in tasks {
+                        t.await.unwrap();
+                    }
+                });
             }
         }
     }
