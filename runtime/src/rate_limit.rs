@@ -911,6 +911,57 @@ mod tests {
         );
     }
 
+    /// Four workers, a bucket that never refills: the burst is all there is. Callers
+    /// with a deadline get exactly the burst between them, the rest are refused at
+    /// once; callers that wait and give their token back all get one in turn, each
+    /// refund waking the next (none is lost, so none waits forever).
+    #[test]
+    fn workers_share_a_bucket_that_never_refills_exactly() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(4)
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            for _ in 0..20 {
+                let start = Instant::now();
+                let l = Arc::new(RateLimiter::new(RateLimitConfig::new(0.0, 20), start));
+                let tasks: Vec<_> = (0..100)
+                    .map(|_| {
+                        let l = Arc::clone(&l);
+                        tokio::spawn(async move {
+                            let deadline = Instant::now() + Duration::from_secs(60);
+                            l.acquire(Some(deadline)).await.is_ok()
+                        })
+                    })
+                    .collect();
+                let mut granted = 0;
+                for t in tasks {
+                    granted += usize::from(t.await.unwrap());
+                }
+                assert_eq!(granted, 20);
+                assert_eq!(l.waiting.load(Ordering::Acquire), 0);
+
+                let l = Arc::new(RateLimiter::new(RateLimitConfig::new(0.0, 3), start));
+                let tasks: Vec<_> = (0..64)
+                    .map(|_| {
+                        let l = Arc::clone(&l);
+                        tokio::spawn(async move {
+                            let token = l.acquire(None).await.unwrap();
+                            tokio::task::yield_now().await;
+                            l.refund(token);
+                        })
+                    })
+                    .collect();
+                let all = futures_util::future::join_all(tasks);
+                let done = tokio::time::timeout(Duration::from_secs(10), all).await;
+                assert!(done.is_ok(), "a waiter was never woken");
+                assert_eq!(l.waiting.load(Ordering::Acquire), 0);
+                assert_eq!(l.available(Instant::now()), 3.0);
+            }
+        });
+    }
+
     /// An infinite rate counts nothing, so no time it is asked at, in any order, can
     /// make it refuse. (Under the old mutex it kept the latest time it was asked at,
     /// and a caller at an earlier time was refused.)
