@@ -367,3 +367,47 @@ async fn rate_limit_waiter_woken_after_its_deadline_is_not_sent() {
     );
     assert_eq!(res.unwrap_err().kind(), ErrorKind::RateLimited);
 }
+
+/// The extremes the attribute accepts: the largest finite rate with the largest
+/// burst, and a tiny rate (one token every 31.7 years), each a partition of its own.
+#[resilient_api(timeout(attempt = "10s"), retry(max = 0))]
+pub trait Extremes {
+    #[get("/fast")]
+    #[rate_limit(per_second = 1.7976931348623157e308, burst = 4294967295)]
+    async fn fast(&self) -> Result<String, ApiError>;
+
+    #[get("/slow")]
+    #[rate_limit(per_second = 0.000000001)]
+    async fn slow(&self) -> Result<String, ApiError>;
+}
+
+/// The largest rate never makes a call wait; the tiniest lets its one token through
+/// and then refuses at once, under a deadline, saying when the next comes (10^9 s
+/// later), with the wait as `retry_after()`; nothing overflows or panics.
+#[tokio::test(start_paused = true)]
+async fn rate_limit_extreme_values_the_attribute_accepts_saturate() {
+    let t = ScriptedTransport::new((0..101).map(|_| Step::status(200).body("ok")));
+    let start = Instant::now();
+    let clock = Clock::start();
+    let api = scripted::<ExtremesClient>(&t);
+    for _ in 0..100 {
+        assert_eq!(api.fast().await.expect("never limited"), "ok");
+    }
+    assert_eq!(api.slow().await.expect("the one token"), "ok");
+    assert_eq!(clock.now_ms(), 0);
+    let e = api
+        .with_options(CallOptions::new().deadline(ms(1000)))
+        .slow()
+        .await
+        .expect_err("the next token is 31.7 years away");
+    assert_eq!(e.kind(), ErrorKind::RateLimited);
+    let next = start + std::time::Duration::from_secs(1_000_000_000);
+    assert_eq!(e.retry_at(), Some(next));
+    assert_eq!(
+        e.retry_after(),
+        Some(std::time::Duration::from_secs(1_000_000_000))
+    );
+    assert_eq!(clock.now_ms(), 0, "refused at once");
+    assert_eq!(t.attempts(), 101);
+    assert_nothing_leaked(&t);
+}
