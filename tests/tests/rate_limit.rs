@@ -411,3 +411,42 @@ async fn rate_limit_extreme_values_the_attribute_accepts_saturate() {
     assert_eq!(t.attempts(), 101);
     assert_nothing_leaked(&t);
 }
+
+/// A budget of one retry a second and nothing earned by calls, with the trait above.
+fn one_retry_a_second(t: &ScriptedTransport) -> LimitedClient {
+    tests::scripted_builder::<LimitedClient>(t)
+        .retry_budget(Some(resilient_api::retry::budget::BudgetConfig {
+            ttl: ms(1000),
+            min_per_sec: 1,
+            retry_ratio: 0.0,
+        }))
+        .build()
+        .expect("builds")
+}
+
+/// A retry the budget paid for and the rate limiter then refused was never sent: the
+/// budget gets it back. The first call's retry (due at t=20, its token at t=100,
+/// after its 50 ms deadline) is refused with `RateLimited`; the budget's one retry is
+/// still there for the next call, whose retry goes out at t=200 on its token.
+#[tokio::test(start_paused = true)]
+async fn rate_limit_a_refused_retry_gives_the_budget_its_retry_back() {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("busy"),
+        Step::status(503).body("busy"),
+        Step::status(200).body("ready"),
+    ]);
+    let clock = Clock::start();
+    let api = one_retry_a_second(&t);
+    let e = api
+        .with_options(CallOptions::new().deadline(ms(50)))
+        .resource()
+        .await
+        .expect_err("the retry cannot get a token in time");
+    assert_eq!((e.kind(), clock.now_ms()), (ErrorKind::RateLimited, 20));
+
+    tokio::time::sleep(ms(80)).await;
+    assert_eq!(api.resource().await.expect("retried once"), "ready");
+    assert_eq!(clock.now_ms(), 200);
+    assert_eq!(t.dispatch_times(), [ms(0), ms(100), ms(200)]);
+    assert_nothing_leaked(&t);
+}
