@@ -294,10 +294,11 @@ impl RateLimiter {
             {
                 return Ok(token);
             }
-            self.waiting.fetch_add(1, Ordering::AcqRel);
+            let ahead = self.waiting.fetch_add(1, Ordering::AcqRel);
             InLine {
                 limiter: self,
                 left: false,
+                ahead,
             }
         };
         self.wait_in_line(place, deadline).await
@@ -314,8 +315,14 @@ impl RateLimiter {
                 Ok(front) => front,
                 Err(_elapsed) => {
                     let now = self.ns(Instant::now());
-                    // Those still ahead of us, plus us.
-                    let retry_at = self.ready_at(now, self.waiting.load(Ordering::Acquire));
+                    // Those still ahead of us, plus us: no more than were ahead when we
+                    // joined (the line only loses callers ahead), nor than are in it
+                    // (those behind us are counted there too).
+                    let nth = self
+                        .waiting
+                        .load(Ordering::Acquire)
+                        .min(place.ahead.saturating_add(1));
+                    let retry_at = self.ready_at(now, nth);
                     return Err(RateLimited {
                         retry_at: self.instant(retry_at),
                     });
@@ -552,6 +559,8 @@ struct InLine<'a> {
     limiter: &'a RateLimiter,
     /// Already counted out of `waiting`.
     left: bool,
+    /// How many were in line when this caller joined it.
+    ahead: u64,
 }
 
 impl InLine<'_> {
@@ -747,6 +756,46 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(Instant::now(), start + ms(6));
+    }
+
+    /// Regression: a caller whose deadline passed while it waited for the front of the
+    /// line (the front one stalled: its task not run, as on a blocked worker) was told
+    /// the time of a token for every caller in line, those behind it included. Second
+    /// of four (one token every 100 ms, the bucket's token spent at 0), its deadline at
+    /// 250 ms: the front one takes the token free then, and its own comes at 350 ms,
+    /// not 550 (the fourth's).
+    #[tokio::test(start_paused = true)]
+    async fn a_caller_timed_out_in_line_is_told_its_own_token_not_the_last_ones() {
+        let start = Instant::now();
+        let l = Arc::new(RateLimiter::new(RateLimitConfig::new(10.0, 1), start));
+        let _t = l.try_acquire(start).unwrap();
+        // The front waiter, polled once and then never again.
+        let mut stalled = Box::pin(l.acquire(None));
+        let waker = futures_util::task::noop_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
+        assert!(stalled.as_mut().poll(&mut cx).is_pending());
+        let deadline = start + ms(250);
+        let second = {
+            let l = Arc::clone(&l);
+            tokio::spawn(async move { l.acquire(Some(deadline)).await.map(|_| ()) })
+        };
+        tokio::task::yield_now().await;
+        let behind: Vec<_> = (0..2)
+            .map(|_| {
+                let l = Arc::clone(&l);
+                tokio::spawn(async move { l.acquire(None).await.map(|_| ()) })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        assert_eq!(l.waiting.load(Ordering::Acquire), 4);
+        let err = second.await.unwrap().unwrap_err();
+        assert_eq!(Instant::now(), deadline);
+        assert_eq!(err.retry_at, start + ms(350));
+        drop(stalled);
+        for b in behind {
+            b.await.unwrap().unwrap();
+        }
+        assert_eq!(l.waiting.load(Ordering::Acquire), 0);
     }
 
     /// Regression: a waiter that runs again only after its deadline (its timer was
