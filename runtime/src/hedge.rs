@@ -30,7 +30,12 @@
 //!   call's retry is refused) and [`ApiError::is_rejection`] tells the caller so;
 //!   the server's answer stays in the source. A branch refused because the call's
 //!   own branches fill the bulkhead is refused like any other: give a hedged method
-//!   room for `max` attempts (or a queue) if its hedges should run.
+//!   room for `max` attempts (or a queue) if its hedges should run. The exception is
+//!   a half-open breaker's refusal while one of the round's own branches holds a
+//!   probe slot: nobody else was refused, so it is no rejection. No further branch
+//!   starts (none would be admitted while that probe is out), and the round ends
+//!   with its probe's answer, as an unhedged call does: a 429 is retried, and a
+//!   failed probe reopens the breaker, which then refuses the retry.
 //! - The first success wins. A non-retryable failure (a 404, a decode error) is an
 //!   answer too and ends the round. A retryable failure (a 5xx, a 429, a reset) does
 //!   not win while another branch is pending or may still start.
@@ -134,10 +139,12 @@ impl Drop for Failed<'_> {
 }
 
 /// What a round's branches share: whether the server asked to wait (a branch not yet
-/// sent is then withdrawn), and how many branches have been sent.
+/// sent is then withdrawn), how many branches have been sent, and how many of them
+/// hold a half-open breaker's probe slot and have not ended yet.
 pub(crate) struct Hold {
     held: AtomicBool,
     sent: AtomicU32,
+    probes: AtomicU32,
 }
 
 impl Hold {
@@ -149,6 +156,21 @@ impl Hold {
     /// A branch was dispatched.
     pub(crate) fn sent(&self) {
         self.sent.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A branch was admitted as a half-open breaker's probe.
+    pub(crate) fn probing(&self) {
+        self.probes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A branch that held a probe slot has ended.
+    fn probe_ended(&self) {
+        self.probes.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Whether a branch of the round holds a probe slot and has not ended yet.
+    fn probing_now(&self) -> bool {
+        self.probes.load(Ordering::Relaxed) > 0
     }
 }
 
@@ -167,6 +189,7 @@ impl Call<'_> {
         let hold = Hold {
             held: AtomicBool::new(false),
             sent: AtomicU32::new(0),
+            probes: AtomicU32::new(0),
         };
         // Branches that were sent and have ended.
         let mut ended: u32 = 0;
@@ -283,8 +306,11 @@ impl Call<'_> {
                 } => continue,
             };
             let Attempted { result, verdict } = done;
-            if verdict.is_some() {
+            if let Some(v) = &verdict {
                 ended += 1;
+                if v.probe() {
+                    hold.probe_ended();
+                }
             }
             match result {
                 Ok(raw) => {
@@ -306,6 +332,22 @@ impl Call<'_> {
                         && hold.held() =>
                 {
                     refused += 1;
+                }
+                // A branch a half-open breaker refused because this round's own probe
+                // holds the slot it would need: no other caller was refused anything,
+                // so it decides nothing. No more hedging (the breaker would refuse every
+                // hedge while that probe is out), and the round's result is its probe's
+                // answer, as an unhedged call's is.
+                Err(failure)
+                    if verdict.is_none()
+                        && failure.error.kind() == ErrorKind::CircuitOpen
+                        && failure.error.retry_at().is_none()
+                        && hold.probing_now() =>
+                {
+                    next_launch = None;
+                    ruled_out = None;
+                    refused += 1;
+                    tracing::debug!("the round's own probe holds the breaker: no more hedging");
                 }
                 // A branch refused before admission (breaker, bulkhead, rate limit) is
                 // not an answer: stop hedging, keep waiting for the branches in flight.
@@ -394,7 +436,8 @@ impl Call<'_> {
             last = Some(failure);
         }
         failed.record_all();
-        // A half-open breaker refuses a hedge without a time (its probe slot is taken);
+        // A half-open breaker refuses a hedge without a time (its probe slot is taken,
+        // by another call: a refusal for this round's own probe is no rejection);
         // if this round's failures have opened it since, say until when.
         if let Some(r) = &mut rejection
             && r.kind() == ErrorKind::CircuitOpen

@@ -1031,7 +1031,9 @@ impl Call<'_> {
     /// [`AttemptClock`]); otherwise the attempt arms a timer of its own.
     ///
     /// `hold` (a hedge branch's): once set, an attempt that has not been sent yet is
-    /// withdrawn (an `Err` of kind [`ErrorKind::Cancelled`]) instead of being sent.
+    /// withdrawn (an `Err` of kind [`ErrorKind::Cancelled`]) instead of being sent. A
+    /// branch sent as a half-open breaker's probe is counted in it, so that the round
+    /// knows a sibling the breaker then refuses was refused for that probe's slot.
     // Not an `async fn`, for the same reason as `run`.
     #[allow(clippy::manual_async_fn)]
     fn attempt_inner<'s>(
@@ -1117,6 +1119,11 @@ impl Call<'_> {
             }
             if let Some(hold) = hold {
                 hold.sent();
+                // Until its verdict reaches the round: a sibling the breaker refuses
+                // then was refused for this probe's slot.
+                if admission.probe() {
+                    hold.probing();
+                }
             }
             // Only a dispatched attempt counts as one.
             self.attempts.fetch_max(resend + 1, Ordering::Relaxed);

@@ -380,3 +380,81 @@ async fn a_hedge_the_breaker_will_refuse_is_not_waited_for() {
     assert_eq!(t.dispatch_times(), [ms(0), ms(0)]);
     assert_nothing_leaked(&t);
 }
+
+/// Half-open with one probe, and a retry on a 429: hedged and unhedged endpoints.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    breaker(failures = 1, reset = "100ms"),
+    retry(max = 1, backoff = fixed(delay = "20ms"), on = [429, 503])
+)]
+pub trait ProbeRetried {
+    #[get("/search")]
+    #[hedge(delay = "10ms", max = 2)]
+    async fn search(&self) -> Result<String, ApiError>;
+
+    #[get("/search")]
+    async fn unhedged(&self) -> Result<String, ApiError>;
+
+    #[get("/trip")]
+    #[retry(max = 0)]
+    async fn trip(&self) -> Result<String, ApiError>;
+}
+
+/// Trips the breaker at 0 ms (open until 100 ms), waits for its cooldown, and makes
+/// one call whose first attempt is the probe: sent at 100 ms, it answers 429 at
+/// 115 ms; the retry, 20 ms later, gets a 200. What the call returned, when, and
+/// the breaker's phase then.
+async fn a_probe_answering_429(
+    hedged: bool,
+) -> (Result<String, ApiError>, u64, Phase, ScriptedTransport) {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("down"),
+        Step::status(429).body("slow down").delay(ms(15)),
+        Step::status(200).body("ok"),
+    ]);
+    let clock = Clock::start();
+    let api = scripted::<ProbeRetriedClient>(&t);
+    assert_eq!(api.trip().await.unwrap_err().status(), Some(503));
+    assert_eq!(api.circuit_state().phase, Phase::Open);
+    tokio::time::sleep(ms(100)).await;
+    let result = if hedged {
+        api.search().await
+    } else {
+        api.unhedged().await
+    };
+    let at = clock.now_ms();
+    (result, at, api.circuit_state().phase, t)
+}
+
+/// An unhedged call whose probe answers 429 (no breaker failure: it releases the
+/// probe slot) retries it, and the retry is the next probe.
+#[tokio::test(start_paused = true)]
+async fn an_unhedged_probe_answering_429_is_retried() {
+    let (result, at, phase, t) = a_probe_answering_429(false).await;
+    assert_eq!((result.unwrap(), at), ("ok".to_owned(), 135));
+    assert_eq!(phase, Phase::Closed, "the retry's 200 closes it");
+    assert_eq!(t.dispatch_times(), [ms(0), ms(100), ms(135)]);
+    assert_nothing_leaked(&t);
+}
+
+/// Regression: the hedged call's primary is the probe; its hedge, due at 110 ms, is
+/// refused by the breaker only because that probe holds the one slot. The probe's
+/// 429 at 115 ms then ended the call with the hedge's `CircuitOpen` (with no time
+/// to wait, and the 429 as its source), where an unhedged call retries the 429. The
+/// round's result is its probe's answer: the 429 is retried at 135 ms, as a probe
+/// again, and its 200 closes the breaker.
+#[tokio::test(start_paused = true)]
+async fn a_hedge_refused_for_its_own_probe_leaves_the_round_to_the_probe() {
+    let (result, at, phase, t) = a_probe_answering_429(true).await;
+    assert_eq!(
+        (result.map_err(|e| (e.kind(), e.status())), at),
+        (Ok("ok".to_owned()), 135)
+    );
+    assert_eq!(phase, Phase::Closed, "the retry's 200 closes it");
+    assert_eq!(
+        t.dispatch_times(),
+        [ms(0), ms(100), ms(135)],
+        "the refused hedge is never sent"
+    );
+    assert_nothing_leaked(&t);
+}

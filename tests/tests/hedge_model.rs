@@ -49,9 +49,12 @@
 //!    failed round whose retry fits the deadline is refused the same way.
 //! 10. With the `failures = 1` breaker half-open when the call starts (a first call
 //!     tripped it and its 10 s passed), the primary is the one probe and every hedge
-//!     due while the round runs is refused as in rule 9, with `CircuitOpen`. A failed
-//!     probe reopens the breaker when it fails, so the round ends then if the next
-//!     hedge is still to come, as rule 9's early refusal does. After the
+//!     due while it is in flight is refused: no branch launches after it, but the
+//!     refusal is no rejection (only the round's own probe holds the slot), and the
+//!     round ends with the probe's answer, as a round of one branch does (rules 4–7).
+//!     A failed probe reopens the breaker when it fails, so the round ends then with
+//!     `CircuitOpen` if the next hedge is still to come, as rule 9's early refusal
+//!     does (or when that hedge, due in the same tick, is refused). After the
 //!     call the breaker is closed if a branch won, open if a failure was recorded, and
 //!     still half-open otherwise (a 404 probe, or a probe dropped by the deadline,
 //!     frees its slot and counts neither way). A call that admitted nothing (a
@@ -215,6 +218,8 @@ fn model(case: &Case, prio: &[usize]) -> Expected {
         let mut held = 0u32;
         let mut last: Option<usize> = None;
         let mut refused = false;
+        // Whether a refusal ends the round (as a rejection, the round's error its source).
+        let mut rejected = false;
         let mut now = start;
         loop {
             let at = start + DELAY * launched as u64;
@@ -260,15 +265,18 @@ fn model(case: &Case, prio: &[usize]) -> Expected {
                                 && next_launch.is_some_and(|l| l > t)
                             {
                                 refused = true;
+                                rejected = true;
                             }
                         }
                     }
                 }
                 (_, Some(l)) if (case.broke || case.half_open) && launched > 0 => {
                     // The budget, or the half-open breaker, refuses the hedge: no more
-                    // launches, the branches in flight go on.
+                    // launches, the branches in flight go on. The breaker's refusal while
+                    // the round's own probe is in flight decides nothing.
                     now = l;
                     refused = true;
+                    rejected = case.broke || pending.is_empty();
                 }
                 (_, Some(l)) => {
                     now = l;
@@ -316,7 +324,7 @@ fn model(case: &Case, prio: &[usize]) -> Expected {
         } else {
             err(kind, status, b, n, None)
         };
-        if refused {
+        if rejected {
             // A rejection is final: the round ends with it, what was sent as source.
             let source = into_source(round_error);
             let kind = if case.half_open {
