@@ -7,7 +7,7 @@
 use resilient_api::circuit_breaker::state::Phase;
 use resilient_api::testing::{ScriptedTransport, Step};
 use resilient_api::{ApiError, ErrorKind, resilient_api};
-use tests::{Clock, ms, script_follow_up, scripted, settle, spawn_timed};
+use tests::{Clock, assert_nothing_leaked, ms, script_follow_up, scripted, settle, spawn_timed};
 use tokio::time::{Instant, sleep_until};
 
 /// One failure trips it for 100 ms; one probe.
@@ -237,4 +237,99 @@ async fn the_state_reads_half_open_from_the_end_of_the_cooldown() {
         "the probe closed it"
     );
     assert_eq!(t.dispatch_times(), vec![ms(0), ms(100)]);
+}
+
+/// One failure trips it for 100 ms; one probe; an attempt may take 30 ms.
+#[resilient_api(
+    timeout(attempt = "30ms"),
+    retry(max = 0),
+    breaker(failures = 1, reset = "100ms", probes = 1)
+)]
+pub trait ShortAttempts {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+
+    #[get("/resource")]
+    #[retry(max = 1, backoff = fixed(delay = "20ms"))]
+    async fn retried(&self) -> Result<String, ApiError>;
+}
+
+/// Trips the breaker at 0 ms with a 503 and waits for its cooldown: half-open at
+/// 100 ms. The next step scripted is the probe's.
+async fn half_open_at_100(t: &ScriptedTransport, api: &ShortAttemptsClient, start: Instant) {
+    assert_eq!(api.resource().await.unwrap_err().status(), Some(503));
+    assert_eq!(api.circuit_state().open_until, Some(start + ms(100)));
+    sleep_until(start + ms(100)).await;
+    assert_eq!(t.attempts(), 1);
+}
+
+/// A probe that hangs is cut short by its attempt timeout at 130 ms: a failure, which
+/// reopens the breaker with a fresh cooldown from then, until 230 ms. Refused (no
+/// dispatch) one tick before, the next probe is admitted at exactly 230 ms, and its
+/// success closes it.
+#[tokio::test(start_paused = true)]
+async fn a_probe_cut_short_by_its_attempt_timeout_reopens_the_breaker() {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("down"),
+        Step::hang(),
+        Step::status(200).body("recovered"),
+    ]);
+    let start = Instant::now();
+    let clock = Clock::start();
+    let api = scripted::<ShortAttemptsClient>(&t);
+    half_open_at_100(&t, &api, start).await;
+
+    let e = api.resource().await.expect_err("the probe times out");
+    assert_eq!(
+        (e.kind(), e.attempts(), clock.now_ms()),
+        (ErrorKind::AttemptTimeout, 1, 130)
+    );
+    let state = api.circuit_state();
+    assert_eq!(
+        (state.phase, state.open_until, state.probes_in_flight),
+        (Phase::Open, Some(start + ms(230)), 0)
+    );
+    sleep_until(start + ms(229)).await;
+    let e = api.resource().await.expect_err("still open");
+    assert_eq!(
+        (e.kind(), e.retry_at(), e.attempts()),
+        (ErrorKind::CircuitOpen, Some(start + ms(230)), 0)
+    );
+    assert_eq!(t.attempts(), 2, "refused without a dispatch");
+
+    sleep_until(start + ms(230)).await;
+    assert_eq!(api.resource().await.unwrap(), "recovered");
+    assert_eq!(t.dispatch_times(), [ms(0), ms(100), ms(230)]);
+    assert_eq!(api.circuit_state().phase, Phase::Closed);
+    assert_nothing_leaked(&t);
+}
+
+/// The same probe with a retry left: its timeout at 130 ms reopens the breaker until
+/// 230 ms, so the retry, due at 150 ms, would be refused; the call ends at 130 ms with
+/// `CircuitOpen` saying 230 ms (100 ms from now), the timeout as its source, and
+/// nothing more is sent.
+#[tokio::test(start_paused = true)]
+async fn a_timed_out_probe_with_a_retry_left_ends_with_the_new_cooldown() {
+    let t = ScriptedTransport::new([Step::status(503).body("down"), Step::hang()]);
+    let start = Instant::now();
+    let clock = Clock::start();
+    let api = scripted::<ShortAttemptsClient>(&t);
+    half_open_at_100(&t, &api, start).await;
+
+    let e = api.retried().await.expect_err("refused after the timeout");
+    assert_eq!(
+        (e.kind(), e.attempts(), clock.now_ms()),
+        (ErrorKind::CircuitOpen, 1, 130)
+    );
+    assert_eq!(
+        (e.retry_at(), e.retry_after()),
+        (Some(start + ms(230)), Some(ms(100)))
+    );
+    let source = std::error::Error::source(&e)
+        .and_then(|s| s.downcast_ref::<ApiError>())
+        .expect("the probe's timeout is the source");
+    assert_eq!(source.kind(), ErrorKind::AttemptTimeout);
+    assert_eq!(api.circuit_state().open_until, Some(start + ms(230)));
+    assert_eq!(t.dispatch_times(), [ms(0), ms(100)]);
+    assert_nothing_leaked(&t);
 }
