@@ -1,14 +1,15 @@
 //! The breaker's failure-rate mode and slow-call rule, through the generated client
 //! and the pipeline: outcomes are counted in the rolling window only once `min_calls`
-//! are in, a 4xx counts as nothing, a success at least `slow_call` long counts as a
-//! failure (while the caller still gets its answer), and an open breaker refuses with
+//! are in (outcomes that left the window, a bucket at a time, count toward neither),
+//! a 4xx counts as nothing, a success at least `slow_call` long counts as a failure
+//! (while the caller still gets its answer), and an open breaker refuses with
 //! `CircuitOpen` and no dispatch until exactly the end of the cooldown.
 
 use resilient_api::circuit_breaker::state::Phase;
 use resilient_api::testing::{ScriptedTransport, Step};
 use resilient_api::{ApiError, ErrorKind, resilient_api};
 use tests::{Clock, assert_nothing_leaked, ms, scripted};
-use tokio::time::Instant;
+use tokio::time::{Instant, sleep_until};
 
 /// Half the calls failing over 10 s, once 4 are in, trips it for 1 s. No retries.
 #[resilient_api(
@@ -264,4 +265,104 @@ async fn failure_rate_trips_at_exactly_a_decimal_threshold() {
         ErrorKind::CircuitOpen
     );
     assert_eq!(t.attempts(), 10);
+}
+
+/// The window of `Rate` (10 s, in ten buckets of 1 s counted from the first outcome)
+/// after three 503s: at 0 ms and 999 ms (the first bucket) and at 1 000 ms (the
+/// second). Under `min_calls`, they leave it closed.
+async fn three_failures(api: &RateClient, start: Instant) {
+    for at in [0, 999, 1000] {
+        sleep_until(start + ms(at)).await;
+        assert_eq!(api.resource().await.unwrap_err().status(), Some(503));
+    }
+    let s = api.circuit_state();
+    assert_eq!(
+        (s.phase, s.calls_in_window, s.failures_in_window),
+        (Phase::Closed, 3, 3),
+        "3 calls are under min_calls, whatever the rate"
+    );
+}
+
+/// Failures older than the window no longer count: the window moves a bucket at a
+/// time, so both failures of the first second leave it at exactly 10 000 ms (the one
+/// of 999 ms too) and the one of 1 000 ms at exactly 11 000 ms.
+#[tokio::test(start_paused = true)]
+async fn failures_leave_the_window_a_bucket_at_a_time_at_its_edge() {
+    let t = ScriptedTransport::new((0..3).map(|_| Step::status(503)));
+    let start = Instant::now();
+    let api = scripted::<RateClient>(&t);
+    three_failures(&api, start).await;
+    let api = &api;
+    let counts_at = |at: u64| async move {
+        sleep_until(start + ms(at)).await;
+        let s = api.circuit_state();
+        (s.calls_in_window, s.failures_in_window)
+    };
+    assert_eq!(counts_at(9_999).await, (3, 3));
+    assert_eq!(counts_at(10_000).await, (1, 1));
+    assert_eq!(counts_at(10_999).await, (1, 1));
+    assert_eq!(counts_at(11_000).await, (0, 0));
+    assert_eq!(api.circuit_state().phase, Phase::Closed);
+    assert_eq!(t.attempts(), 3);
+}
+
+/// A fourth 503 one tick before the first bucket leaves the window (9 999 ms) makes
+/// 4 of 4: `min_calls` is met and it trips, open until 10 999 ms.
+#[tokio::test(start_paused = true)]
+async fn a_failure_at_the_windows_last_tick_counts_with_the_oldest() {
+    let t = ScriptedTransport::new((0..4).map(|_| Step::status(503)));
+    let start = Instant::now();
+    let clock = Clock::start();
+    let api = scripted::<RateClient>(&t);
+    three_failures(&api, start).await;
+
+    sleep_until(start + ms(9_999)).await;
+    assert_eq!(api.resource().await.unwrap_err().status(), Some(503));
+    let s = api.circuit_state();
+    assert_eq!(
+        (s.phase, s.calls_in_window, s.failures_in_window),
+        (Phase::Open, 4, 4)
+    );
+    assert_eq!(s.open_until, Some(start + ms(10_999)));
+    refused_now(api.resource(), &t, clock, start + ms(10_999)).await;
+    assert_eq!(t.attempts(), 4);
+    assert_nothing_leaked(&t);
+}
+
+/// The same fourth 503 at exactly 10 000 ms: the two failures of the first second
+/// have left, so the window holds 2 calls, under `min_calls`, and it stays closed
+/// (all failures, rate 1.0). It trips only once `min_calls` is met again inside the
+/// window: 200 and 503 at 10 000 ms make 2 failures of 4 (0.5), open until 11 000 ms.
+#[tokio::test(start_paused = true)]
+async fn failures_older_than_the_window_do_not_count_toward_min_calls_or_the_rate() {
+    let t = ScriptedTransport::new(
+        (0..4)
+            .map(|_| Step::status(503))
+            .chain([Step::status(200).body("ok"), Step::status(503)]),
+    );
+    let start = Instant::now();
+    let clock = Clock::start();
+    let api = scripted::<RateClient>(&t);
+    three_failures(&api, start).await;
+
+    sleep_until(start + ms(10_000)).await;
+    assert_eq!(api.resource().await.unwrap_err().status(), Some(503));
+    let counts = || {
+        let s = api.circuit_state();
+        (s.phase, s.calls_in_window, s.failures_in_window)
+    };
+    assert_eq!(counts(), (Phase::Closed, 2, 2));
+    assert_eq!(api.resource().await.unwrap(), "ok");
+    assert_eq!(counts(), (Phase::Closed, 3, 2), "3 calls: under min_calls");
+    assert_eq!(api.resource().await.unwrap_err().status(), Some(503));
+    assert_eq!(clock.now_ms(), 10_000);
+    let s = api.circuit_state();
+    assert_eq!(
+        (s.phase, s.calls_in_window, s.failures_in_window),
+        (Phase::Open, 4, 3)
+    );
+    assert_eq!(s.open_until, Some(start + ms(11_000)));
+    refused_now(api.resource(), &t, clock, start + ms(11_000)).await;
+    assert_eq!(t.attempts(), 6);
+    assert_nothing_leaked(&t);
 }
