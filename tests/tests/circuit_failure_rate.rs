@@ -273,7 +273,8 @@ async fn failure_rate_trips_at_exactly_a_decimal_threshold() {
 async fn three_failures(api: &RateClient, start: Instant) {
     for at in [0, 999, 1000] {
         sleep_until(start + ms(at)).await;
-        assert_eq!(api.resource().await.unwrap_err().status(), Some(503));
+        let e = api.resource().await.expect_err("a 503");
+        assert_eq!(e.status(), Some(503));
     }
     let s = api.circuit_state();
     assert_eq!(

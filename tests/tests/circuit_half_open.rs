@@ -257,7 +257,8 @@ pub trait ShortAttempts {
 /// Trips the breaker at 0 ms with a 503 and waits for its cooldown: half-open at
 /// 100 ms. The next step scripted is the probe's.
 async fn half_open_at_100(t: &ScriptedTransport, api: &ShortAttemptsClient, start: Instant) {
-    assert_eq!(api.resource().await.unwrap_err().status(), Some(503));
+    let e = api.resource().await.expect_err("the 503 trips it");
+    assert_eq!(e.status(), Some(503));
     assert_eq!(api.circuit_state().open_until, Some(start + ms(100)));
     sleep_until(start + ms(100)).await;
     assert_eq!(t.attempts(), 1);

@@ -414,7 +414,8 @@ async fn a_probe_answering_429(
     ]);
     let clock = Clock::start();
     let api = scripted::<ProbeRetriedClient>(&t);
-    assert_eq!(api.trip().await.unwrap_err().status(), Some(503));
+    let e = api.trip().await.expect_err("the 503 trips it");
+    assert_eq!(e.status(), Some(503));
     assert_eq!(api.circuit_state().phase, Phase::Open);
     tokio::time::sleep(ms(100)).await;
     let result = if hedged {
