@@ -93,7 +93,9 @@ pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 pub enum ErrorKind {
     /// The server answered with a status that is not a success.
     Status,
-    /// One attempt took longer than its attempt timeout.
+    /// One attempt took longer than its attempt timeout. An error status whose head
+    /// came in time and whose body did not is that [`Status`](ErrorKind::Status)
+    /// instead, its body cut short.
     AttemptTimeout,
     /// The call's total deadline passed.
     Deadline,

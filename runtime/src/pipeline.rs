@@ -815,7 +815,7 @@ impl Call<'_> {
                     }
                 }
                 if fired {
-                    return Poll::Ready(Some(Err(self.attempt_timeout(limit.unwrap_or_default()))));
+                    return Poll::Ready(Some(Err(work.expire(limit.unwrap_or_default()))));
                 }
                 let Some(at) = until else {
                     return Poll::Pending;
@@ -1159,9 +1159,7 @@ impl Call<'_> {
                     None => driven && self.clock.fired(),
                 };
                 if expired {
-                    Poll::Ready(Err(
-                        self.attempt_timeout(policy.attempt_timeout.unwrap_or_default())
-                    ))
+                    Poll::Ready(Err(work.expire(policy.attempt_timeout.unwrap_or_default())))
                 } else {
                     Poll::Pending
                 }
@@ -1197,7 +1195,7 @@ impl Call<'_> {
         prepared: &'c Prepared,
         stream_body: Option<RequestBody>,
         started: Instant,
-    ) -> Result<impl Future<Output = Result<RawResponse, Failure>> + Send + 'c, Failure> {
+    ) -> Result<impl Expiring + Send + 'c, Failure> {
         let mut request = HttpRequest {
             method: prepared.method.clone(),
             url: prepared.url(self.inner, self.ep).clone(),
@@ -1532,6 +1530,18 @@ impl Call<'_> {
     }
 }
 
+/// An attempt's exchange, which its time limit can end.
+pub(crate) trait Expiring: Future<Output = Result<RawResponse, Failure>> + Unpin {
+    /// The attempt's time limit (`limit`) fired before the exchange ended: how the
+    /// attempt ends. An error status whose head has come ends as that status, with as
+    /// much of its body as has come (an error's body is only context for it): its
+    /// `Retry-After` is honoured and the breaker and the retry policy judge the status,
+    /// as they would had the body been short. Anything else (no head yet, a redirect
+    /// being followed, a success's body, which is the answer) is an
+    /// [`ErrorKind::AttemptTimeout`].
+    fn expire(&mut self, limit: Duration) -> Failure;
+}
+
 /// One attempt's exchange with the server: send, follow any redirect, read the body,
 /// classify the answer. Polled by hand because every call runs it: one future instead
 /// of a send, a redirect loop and a read nested in one another.
@@ -1560,6 +1570,41 @@ enum ExchangeState<'c, F> {
         error: bool,
     },
     Done,
+}
+
+impl<F> Expiring for Exchange<'_, F>
+where
+    InFlight<F>: Future<Output = Result<HttpResponse, TransportError>> + Unpin,
+{
+    #[cold]
+    fn expire(&mut self, limit: Duration) -> Failure {
+        if !matches!(self.state, ExchangeState::Reading { error: true, .. }) {
+            return self.call.attempt_timeout(limit);
+        }
+        // Moved out whole, as a finished read is: the body (and the transport's stream
+        // under it) is dropped here, cut short.
+        let ExchangeState::Reading {
+            status,
+            headers,
+            mut read,
+            ..
+        } = std::mem::replace(&mut self.state, ExchangeState::Done)
+        else {
+            return self.call.attempt_timeout(limit);
+        };
+        let body = read.taken().unwrap_or_default();
+        drop(read);
+        tracing::debug!(
+            status = status.as_u16(),
+            received = body.len(),
+            "an error status's body was cut short at the attempt's time limit"
+        );
+        let mut failure = self.call.status_failure(status, headers, body);
+        failure.error = failure.error.with_message(format!(
+            "the body was cut short at the attempt's time limit of {limit:?}"
+        ));
+        failure
+    }
 }
 
 impl<F> Future for Exchange<'_, F>

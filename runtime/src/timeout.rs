@@ -7,7 +7,12 @@
 //! - The **attempt timeout** covers connecting, sending, the response head *and* the
 //!   body read of one attempt, redirects included. When it fires, the attempt ends
 //!   with [`ErrorKind::AttemptTimeout`](crate::ErrorKind::AttemptTimeout), which is
-//!   retried for idempotent endpoints.
+//!   retried for idempotent endpoints. One exception: an error status (a 503, a 404)
+//!   whose head has come and whose body is still arriving ends as that status, with
+//!   as much of its body as has come (an error's body is only context for it), so its
+//!   `Retry-After` is honoured, a status that is not retried (a 404) is not, and the
+//!   breaker judges the status as it would any other (a 5xx is a failure, a 4xx
+//!   neither way). Its message says the body was cut short.
 //! - The **total deadline** covers the whole call: queue waits, rate-limit waits,
 //!   backoffs and `Retry-After` waits included. When it passes, everything the call
 //!   started is dropped at once and the call ends with

@@ -242,3 +242,39 @@ async fn a_hedge_still_queued_when_the_server_asks_to_wait_is_not_sent() {
     assert_no_late_dispatch(&t, 2, ms(100)).await;
     assert_follow_up_succeeds(&t, || api.search()).await;
 }
+
+/// Hedged branches with a 100 ms attempt limit and one retry on 503.
+#[resilient_api(
+    timeout(attempt = "100ms"),
+    retry(max = 1, backoff = fixed(delay = "50ms"), on = [503])
+)]
+pub trait Limited {
+    #[get("/search")]
+    #[hedge(delay = "10ms", max = 2)]
+    async fn search(&self) -> Result<String, ApiError>;
+}
+
+/// Regression: a branch's 503 with `Retry-After: 5`, whose body was still arriving at
+/// the branch's limit (t=100), ended as `AttemptTimeout`; the round ended as
+/// `AllHedgesFailed` when the hedge timed out too (t=110) and the retry left after
+/// the 50 ms backoff (t=160). The branch ends as that 503 at t=100: the round waits
+/// for the hedge in flight, then ends with the 503, and the retry leaves at the
+/// server's instant (t=5100).
+#[tokio::test(start_paused = true)]
+async fn a_branch_whose_error_body_outlasts_its_limit_keeps_its_retry_after() {
+    let t = ScriptedTransport::new([
+        Step::status(503)
+            .header("retry-after", "5")
+            .chunks([(ms(5), "bu"), (ms(1000), "sy")]),
+        Step::hang(),
+        Step::status(200).body("ok"),
+    ]);
+    let clock = Clock::start();
+    let api = scripted::<LimitedClient>(&t);
+
+    assert_eq!(api.search().await.unwrap(), "ok");
+    assert_eq!(clock.now_ms(), 5100);
+    assert_eq!(t.dispatch_times(), [ms(0), ms(10), ms(5100)]);
+    assert_no_late_dispatch(&t, 3, ms(100)).await;
+    assert_follow_up_succeeds(&t, || api.search()).await;
+}

@@ -591,3 +591,139 @@ async fn a_deadline_too_far_to_reach_leaves_the_attempt_limit_and_the_total() {
     assert_eq!(t.dispatch_times(), [ms(0), ms(120), ms(240)]);
     assert_nothing_leaked(&t);
 }
+
+/// A 1 s attempt limit, two retries on 503 (20 ms apart), and a breaker that trips at
+/// the third failure in a row.
+#[resilient_api(
+    timeout(attempt = "1s"),
+    retry(max = 2, backoff = fixed(delay = "20ms"), on = [503]),
+    breaker(failures = 3, reset = "30s")
+)]
+pub trait SlowErrors {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+
+    #[get("/once")]
+    #[retry(max = 0)]
+    async fn once(&self) -> Result<String, ApiError>;
+}
+
+/// An error status whose head came at once and whose body is still arriving when the
+/// attempt's limit fires: `Retry-After: 5` asked for 5 s.
+fn slow_busy() -> Step {
+    Step::status(503)
+        .header("retry-after", "5")
+        .chunks([(ms(10), "bu"), (ms(5000), "sy")])
+}
+
+/// Regression: the attempt ended as `AttemptTimeout` at 1000, so the server's
+/// `Retry-After: 5` was ignored and the retry left after the 20 ms backoff (at 1020).
+/// The head was received: the attempt ends as that 503, its body cut short, and the
+/// retry leaves at the server's instant, 5 s after the attempt ended.
+#[tokio::test(start_paused = true)]
+async fn an_error_status_whose_body_outlasts_the_attempt_limit_keeps_its_retry_after() {
+    let t = ScriptedTransport::new([slow_busy(), Step::status(200).body("ok")]);
+    let clock = Clock::start();
+    let api = scripted::<SlowErrorsClient>(&t);
+
+    assert_eq!(api.resource().await.unwrap(), "ok");
+    assert_eq!(clock.now_ms(), 6000);
+    assert_eq!(t.dispatch_times(), [ms(0), ms(6000)]);
+    assert_eq!(api.circuit_state().consecutive_failures, 0);
+    assert_nothing_leaked(&t);
+}
+
+/// The same in the retry loop (an attempt after the first, driven by the call's one
+/// timer): the second attempt's slow 503 ends at 1020 and the third leaves at 6020.
+#[tokio::test(start_paused = true)]
+async fn a_retry_whose_error_body_outlasts_the_attempt_limit_keeps_its_retry_after() {
+    let t = ScriptedTransport::new([
+        Step::status(503).body("busy"),
+        slow_busy(),
+        Step::status(200).body("ok"),
+    ]);
+    let clock = Clock::start();
+    let api = scripted::<SlowErrorsClient>(&t);
+
+    assert_eq!(api.resource().await.unwrap(), "ok");
+    assert_eq!(clock.now_ms(), 6020);
+    assert_eq!(t.dispatch_times(), [ms(0), ms(20), ms(6020)]);
+    assert_nothing_leaked(&t);
+}
+
+/// With no retry left, the error is the 503 itself: its status, the body received
+/// (cut short), the server's wait, one breaker failure as any 5xx is.
+#[tokio::test(start_paused = true)]
+async fn an_error_status_cut_short_by_the_attempt_limit_is_that_status() {
+    let t = ScriptedTransport::new([slow_busy()]);
+    let start = tokio::time::Instant::now();
+    let clock = Clock::start();
+    let api = scripted::<SlowErrorsClient>(&t);
+
+    let e = api.once().await.unwrap_err();
+    assert_eq!(clock.now_ms(), 1000);
+    assert_eq!(
+        (e.kind(), e.status(), e.attempts(), e.timeout()),
+        (ErrorKind::Status, Some(503), 1, None)
+    );
+    assert_eq!(e.body_text().as_deref(), Some("bu"));
+    assert_eq!(e.retry_after(), Some(Duration::from_secs(5)));
+    assert_eq!(e.retry_at(), Some(start + ms(6000)));
+    assert_eq!(
+        e.to_string(),
+        "error status 503 in `once`: the body was cut short at the attempt's time limit of 1s"
+    );
+    assert_eq!(api.circuit_state().consecutive_failures, 1);
+    assert_nothing_leaked(&t);
+}
+
+/// Regression: a 404 whose body was still arriving at the attempt's limit ended as
+/// `AttemptTimeout`, so it was retried (three dispatches) and each attempt counted as
+/// a breaker failure (three in a row tripped it). It is a 404: not retried, and
+/// nothing against the upstream.
+#[tokio::test(start_paused = true)]
+async fn a_slow_404_is_not_retried_and_not_a_breaker_failure() {
+    let t =
+        ScriptedTransport::new([Step::status(404).chunks([(ms(10), "no "), (ms(5000), "such")])]);
+    let clock = Clock::start();
+    let api = scripted::<SlowErrorsClient>(&t);
+
+    let e = api.resource().await.unwrap_err();
+    assert_eq!(clock.now_ms(), 1000);
+    assert_eq!(
+        (e.kind(), e.status(), e.attempts()),
+        (ErrorKind::Status, Some(404), 1)
+    );
+    assert_eq!(e.body_text().as_deref(), Some("no "));
+    assert_eq!(t.dispatch_times(), [ms(0)]);
+    let s = api.circuit_state();
+    assert_eq!(
+        (s.phase, s.consecutive_failures),
+        (resilient_api::circuit_breaker::state::Phase::Closed, 0)
+    );
+    assert_nothing_leaked(&t);
+    tests::assert_no_late_dispatch(&t, 1, Duration::from_secs(10)).await;
+    tests::assert_follow_up_succeeds(&t, || api.resource()).await;
+}
+
+/// A success's body is the answer: one still arriving at the limit is an attempt
+/// timeout, as before, and is retried.
+#[tokio::test(start_paused = true)]
+async fn a_slow_success_body_is_still_an_attempt_timeout() {
+    let t = ScriptedTransport::new([
+        Step::status(200).chunks([(ms(10), "sl"), (ms(5000), "ow")]),
+        Step::status(200).body("ok"),
+    ]);
+    let clock = Clock::start();
+    let api = scripted::<SlowErrorsClient>(&t);
+
+    let e = api.once().await.unwrap_err();
+    assert_eq!(clock.now_ms(), 1000);
+    assert_eq!(
+        (e.kind(), e.timeout(), e.status()),
+        (ErrorKind::AttemptTimeout, Some(TimeoutKind::Attempt), None)
+    );
+    assert_eq!(api.circuit_state().consecutive_failures, 1);
+    assert_eq!(api.once().await.unwrap(), "ok");
+    assert_nothing_leaked(&t);
+}
