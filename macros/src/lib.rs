@@ -108,7 +108,7 @@ use proc_macro::TokenStream;
 /// |---|---|
 /// | `id: u64`, named in the path as `{id}` (or marked `#[path]`) | one path segment, percent-encoded (`Display`) |
 /// | `#[query] q: &str`, `#[query("q")]`, `#[query("api_key", secret)]` | a query parameter (`Serialize`); `None` is left out, a struct is flattened |
-/// | `#[header("X-Name")] v: &str`, `#[header("X-Api-Key", secret)]` | a header (`Display`); an `Option` that is `None` is left out |
+/// | `#[header("X-Name")] v: &str`, `#[header("X-Api-Key", secret)]` | a header (`Display`); an `Option` that is `None` is left out; an empty idempotency key (`Idempotency-Key`, or the method's key header) is refused before any attempt |
 /// | `#[body] v: &T` | a JSON body (`Serialize`) |
 /// | `#[body(form)]`, `#[body(raw)]`, `#[body(stream)]` | a form, bytes (`AsRef<[u8]>`), or a `BodyStream` (never replayed) |
 ///

@@ -630,6 +630,16 @@ impl RequestBuilder {
         }
     }
 
+    /// Whether a header of this name is the call's idempotency key: the standard
+    /// `Idempotency-Key`, or the endpoint's own key header.
+    fn is_key_header(&self, name: &str) -> bool {
+        name.eq_ignore_ascii_case("idempotency-key")
+            || self
+                .spec
+                .idempotency_key
+                .is_some_and(|k| k.eq_ignore_ascii_case(name))
+    }
+
     fn fail(&mut self, name: &str, reason: &'static str) {
         if self.error.is_none() {
             self.error = Some(InvalidRequest {
@@ -725,6 +735,23 @@ impl RequestBuilder {
     /// request.header("x-note", &"a\r\nSet-Cookie: x=1"); // refused, never sent
     /// assert!(format!("{request:?}").contains("CR, LF or NUL"));
     /// ```
+    ///
+    /// An idempotency key (an `Idempotency-Key` header, or the endpoint's
+    /// `#[idempotency_key("...")]` header) that is empty, or blanks only, which a
+    /// server reads as empty, is no key: it is refused, never sent, and the call ends
+    /// before any attempt (a caller's key is what makes a POST retryable).
+    ///
+    /// ```
+    /// # use resilient_api::request::{EndpointSpec, PathPart, Policy, RequestBuilder, Verb};
+    /// # static CHARGE: EndpointSpec = EndpointSpec {
+    /// #     index: 0, name: "charge", verb: Verb::Post, template: "/charges",
+    /// #     path: &[PathPart::Lit("/charges")], idempotent: true,
+    /// #     idempotency_key: None, secrets: &[], policy: Policy::DEFAULT,
+    /// # };
+    /// let mut request = RequestBuilder::new(&CHARGE);
+    /// request.header("Idempotency-Key", &"");
+    /// assert!(format!("{request:?}").contains("an idempotency key cannot be empty"));
+    /// ```
     pub fn header(&mut self, name: &'static str, value: &dyn fmt::Display) -> &mut Self {
         let header_name = match HeaderName::from_bytes(name.as_bytes()) {
             Ok(n) => n,
@@ -733,7 +760,12 @@ impl RequestBuilder {
                 return self;
             }
         };
-        match header_value(&value.to_string()) {
+        let value = value.to_string();
+        if value.trim_matches([' ', '\t']).is_empty() && self.is_key_header(name) {
+            self.fail(name, "an idempotency key cannot be empty");
+            return self;
+        }
+        match header_value(&value) {
             Ok(mut v) => {
                 if self
                     .spec
