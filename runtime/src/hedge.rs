@@ -60,7 +60,9 @@
 //! - All branches failed (none refused): [`ErrorKind::AllHedgesFailed`],
 //!   with the status and body of the last branch to fail (or of the one that asked to
 //!   wait) and that failure as its source. If retries remain, the retry loop may start
-//!   a new round after its backoff, or at the server's instant.
+//!   a new round after its backoff, or at the server's instant. A round is one attempt
+//!   of the retry loop however many branches it sent: `retry(max = 2)` makes at most
+//!   three rounds (with `max = 2` hedges, up to six requests).
 //! - Branches are futures polled by the caller's own future: nothing is spawned, so
 //!   dropping the call drops every branch.
 //!

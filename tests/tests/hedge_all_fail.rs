@@ -162,3 +162,77 @@ async fn s14_retryable_failure_then_hedge_success_wins() {
     assert_eq!(t.dispatch_times(), [ms(0), ms(10)]);
     assert_follow_up_succeeds(&t, || api.search()).await;
 }
+
+/// Hedged searches with two retries, 50 ms apart; a breaker that the rounds' failures
+/// do not trip.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 2, backoff = fixed(delay = "50ms"), on = [503]),
+    breaker(failures = 10, reset = "30s")
+)]
+pub trait Retried {
+    #[get("/search")]
+    #[hedge(delay = "10ms", max = 2)]
+    async fn search(&self) -> Result<String, ApiError>;
+
+    #[get("/search")]
+    #[hedge(delay = "10ms", max = 3)]
+    #[retry(max = 1)]
+    async fn search_3(&self) -> Result<String, ApiError>;
+}
+
+/// A 503 answered 20 ms after it was sent.
+fn slow_503(body: &'static str) -> Step {
+    Step::status(503).body(body).delay(ms(20))
+}
+
+/// `retry(max = N)` counts hedged rounds, not branches: a round is one attempt of the
+/// retry loop (DESIGN §3.1: the hedge sits inside the retry loop), however many
+/// branches it sent. With `max = 2` and two branches a round, three rounds of two
+/// (six dispatches) before the call fails; with `max = 1` and three branches a round,
+/// two rounds of three.
+#[tokio::test(start_paused = true)]
+async fn retry_max_counts_hedged_rounds_not_branches() {
+    // Each round: a branch at its start and one 10 ms later, each failing 20 ms after
+    // it left; the round ends at +30, the next leaves 50 ms later.
+    let t = ScriptedTransport::new(["a1", "b1", "a2", "b2", "a3", "b3"].map(slow_503));
+    let clock = Clock::start();
+    let api = scripted::<RetriedClient>(&t);
+
+    let e = api.search().await.unwrap_err();
+    assert_eq!(clock.now_ms(), 190);
+    assert_eq!(
+        (e.kind(), e.status(), e.attempts()),
+        (ErrorKind::AllHedgesFailed, Some(503), 6)
+    );
+    assert_eq!(e.body_text().as_deref(), Some("b3"));
+    assert_eq!(
+        t.dispatch_times(),
+        [0, 10, 80, 90, 160, 170].map(ms),
+        "three rounds of two branches"
+    );
+    tokio::time::sleep(ms(1000)).await;
+    assert_eq!(t.attempts(), 6, "nothing after the third round");
+    assert_follow_up_succeeds(&t, || api.search()).await;
+
+    // Three branches a round, one retry: two rounds of three (the first ends at +40
+    // when its third branch fails, the second leaves at +90). The second round's
+    // third branch wins at once.
+    t.push(["a1", "b1", "c1", "a2", "b2"].map(slow_503));
+    t.push([Step::status(200).body("c2")]);
+    let start = t.attempts();
+    let clock = Clock::start();
+    assert_eq!(api.search_3().await.unwrap(), "c2");
+    assert_eq!(clock.now_ms(), 110);
+    let times: Vec<Duration> = t.dispatch_times()[start..]
+        .iter()
+        .map(|d| *d - t.dispatch_times()[start])
+        .collect();
+    assert_eq!(
+        times,
+        [0, 10, 20, 90, 100, 110].map(ms),
+        "two rounds of three"
+    );
+    assert_eq!(t.attempts() - start, 6);
+    tests::assert_nothing_leaked(&t);
+}
