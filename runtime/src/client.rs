@@ -943,7 +943,9 @@ impl<C: GeneratedClient> ClientBuilder<C> {
     /// A header sent on every request. Setting a name again replaces its earlier value
     /// (names are case-insensitive); a header made secret before (by
     /// [`secret_header`](Self::secret_header) or [`bearer_auth`](Self::bearer_auth))
-    /// stays secret with its new value. `Content-Length` and `Transfer-Encoding` are
+    /// stays secret with its new value, and so does one an endpoint declares secret
+    /// (`#[header("X-Api-Key", secret)]`) on that endpoint's requests, whoever gave
+    /// the value. `Content-Length` and `Transfer-Encoding` are
     /// the client's own, set from the body it sends: `build()` refuses them.
     ///
     /// ```

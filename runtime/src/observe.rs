@@ -14,7 +14,8 @@
 //!
 //! # Defaults
 //! `Authorization`, `Cookie`, `Proxy-Authorization`, `Set-Cookie` and every header
-//! marked sensitive (declared `secret`, or set as a client-wide secret) print as
+//! marked sensitive (declared `secret` by the endpoint, whether the call or the
+//! client's `header()` gave its value, or set as a client-wide secret) print as
 //! `[redacted]` in every `Debug`. Query strings print with every value redacted.
 //!
 //! # Metrics

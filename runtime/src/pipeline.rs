@@ -571,6 +571,19 @@ fn prepare(inner: &ClientInner, ep: &EndpointRuntime, request: &mut RequestBuild
                 }
             }
         }
+        // A header this endpoint declares secret is secret whoever gave its value: a
+        // client-wide default of that name is redacted as the call's own would be.
+        // (A query parameter's name need not be a header name: looked up, not parsed.)
+        for secret in spec.secrets {
+            if !headers.contains_key(*secret) {
+                continue;
+            }
+            if let Ok(name) = http::HeaderName::from_bytes(secret.as_bytes())
+                && let http::header::Entry::Occupied(mut entry) = headers.entry(name)
+            {
+                entry.iter_mut().for_each(|v| v.set_sensitive(true));
+            }
+        }
         Some(headers)
     };
     if let Some(key_header) = spec.idempotency_key

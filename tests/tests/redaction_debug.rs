@@ -22,6 +22,55 @@ pub trait Secrets {
 
     #[get("/login")]
     async fn login(&self) -> Result<Response<String>, ApiError>;
+
+    /// A declared secret header the call may leave to the client's default.
+    #[get("/keyed")]
+    async fn keyed(
+        &self,
+        #[header("x-api-key", secret)] key: Option<&str>,
+    ) -> Result<String, ApiError>;
+}
+
+/// What a middleware printed of each request the client sent.
+fn printing(t: &ScriptedTransport) -> (SecretsClient, Arc<Mutex<Vec<String>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let api: SecretsClient = scripted_builder(t)
+        .header("x-api-key", CANARY)
+        .middleware({
+            let seen = Arc::clone(&seen);
+            move |req| {
+                seen.lock().unwrap().push(format!("{req:?}"));
+                Ok(())
+            }
+        })
+        .build()
+        .unwrap();
+    (api, seen)
+}
+
+/// Regression: a header the endpoint declares secret was marked sensitive only when
+/// the call gave its value; one that came from the client's `header()` (the
+/// builder's default) was printed in clear by the request's `Debug`.
+#[tokio::test(start_paused = true)]
+async fn a_declared_secret_header_from_the_client_default_is_redacted() {
+    let t = ScriptedTransport::new([Step::status(200).body("ok"), Step::status(200).body("ok")]);
+    let (api, seen) = printing(&t);
+    assert_eq!(api.keyed(None).await.unwrap(), "ok");
+    assert_eq!(api.keyed(Some("CANARY-call")).await.unwrap(), "ok");
+    let printed = seen.lock().unwrap().clone();
+    assert_eq!(printed.len(), 2);
+    for p in &printed {
+        assert!(p.contains(r#""x-api-key": "[redacted]""#), "{p}");
+        assert!(!p.contains("CANARY"), "leaked: {p}");
+    }
+    // The server still got each value, the client's and the call's.
+    let sent: Vec<_> = t
+        .requests()
+        .iter()
+        .map(|r| r.headers["x-api-key"].clone())
+        .collect();
+    assert_eq!(sent, [CANARY, "CANARY-call"]);
+    assert!(sent.iter().all(http::HeaderValue::is_sensitive));
 }
 
 /// Regression: `HttpRequest` derived `Debug`, and `Url`'s `Debug` shows the query, so a
