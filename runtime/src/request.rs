@@ -439,7 +439,19 @@ impl fmt::Debug for BodyStream {
 /// assert_eq!(known_len(&RequestBody::Bytes(Bytes::from("{}"))), Some(2));
 /// assert_eq!(known_len(&RequestBody::default()), Some(0));
 /// ```
-#[derive(Debug, Default)]
+///
+/// Its `Debug` shows the body's length, never its bytes (a body can hold a password
+/// or a token), or `stream` for a stream:
+///
+/// ```
+/// use resilient_api::request::RequestBody;
+/// use resilient_api::Bytes;
+///
+/// let login = RequestBody::Bytes(Bytes::from(r#"{"password":"hunter2"}"#));
+/// assert_eq!(format!("{login:?}"), "22 bytes");
+/// assert_eq!(format!("{:?}", RequestBody::Empty), "0 bytes");
+/// ```
+#[derive(Default)]
 pub enum RequestBody {
     /// No body.
     #[default]
@@ -448,6 +460,16 @@ pub enum RequestBody {
     Bytes(Bytes),
     /// A stream that can be sent once.
     Stream(BodyStream),
+}
+
+impl fmt::Debug for RequestBody {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RequestBody::Empty => f.write_str("0 bytes"),
+            RequestBody::Bytes(b) => write!(f, "{} bytes", b.len()),
+            RequestBody::Stream(_) => f.write_str("stream"),
+        }
+    }
 }
 
 /// Why a request could not be built. Names the parameter, never its value.
@@ -585,7 +607,8 @@ pub struct RequestBuilder {
 }
 
 impl fmt::Debug for RequestBuilder {
-    /// Every query value and every secret header is shown as `[redacted]`.
+    /// Every query value and every secret header is shown as `[redacted]`, and the
+    /// body by its length alone (`body: 12 bytes`, or `body: stream`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut query = String::with_capacity(self.query.len());
         crate::observe::push_redacted_query(&mut query, &self.query);
@@ -861,7 +884,7 @@ impl RequestBuilder {
     /// let chunks = futures_util::stream::iter([Ok::<_, std::io::Error>(Bytes::from("a,b\n"))]);
     /// let mut request = RequestBuilder::new(&USER);
     /// request.stream(BodyStream::new(chunks));
-    /// assert!(format!("{request:?}").contains("Stream"));
+    /// assert!(format!("{request:?}").contains("body: stream")); // never its chunks
     /// ```
     pub fn stream(&mut self, value: BodyStream) -> &mut Self {
         self.body = RequestBody::Stream(value);
@@ -937,6 +960,23 @@ mod tests {
         assert!(!printed.contains("CANARY"), "leaked: {printed}");
         assert!(printed.contains("api_key=[redacted]"), "{printed}");
         assert!(printed.contains("application/json"), "{printed}");
+    }
+
+    /// Regression: `RequestBuilder`'s `Debug` printed its body as given (a form's
+    /// password, a JSON token); it shows the body's length, or that it is a stream.
+    #[test]
+    fn a_request_builder_printed_shows_its_body_length_only() {
+        let mut r = RequestBuilder::new(&SECRETS);
+        r.form("login", &[("user", "ada"), ("password", "CANARY-pw")]);
+        let printed = format!("{r:?}");
+        assert!(!printed.contains("CANARY"), "leaked: {printed}");
+        assert!(printed.contains("body: 27 bytes,"), "{printed}");
+        let chunks = futures_util::stream::iter([Ok(Bytes::from("CANARY-chunk"))]);
+        r.stream(BodyStream::new(chunks));
+        let printed = format!("{r:?}");
+        assert!(printed.contains("body: stream,"), "{printed}");
+        let empty = format!("{:?}", RequestBuilder::new(&SECRETS));
+        assert!(empty.contains("body: 0 bytes,"), "{empty}");
     }
 
     #[test]

@@ -172,7 +172,8 @@ pub struct HttpRequest {
 }
 
 impl fmt::Debug for HttpRequest {
-    /// Secret headers and every query value are shown as `[redacted]`, so a logging
+    /// Secret headers and every query value are shown as `[redacted]`, and the body by
+    /// its length alone (`body: 12 bytes`, or `body: stream`), so a logging
     /// middleware can print the request.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HttpRequest")

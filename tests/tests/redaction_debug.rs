@@ -29,6 +29,10 @@ pub trait Secrets {
         &self,
         #[header("x-api-key", secret)] key: Option<&str>,
     ) -> Result<String, ApiError>;
+
+    /// A body that holds a password.
+    #[post("/session")]
+    async fn sign_in(&self, #[body] login: &serde_json::Value) -> Result<String, ApiError>;
 }
 
 /// What a middleware printed of each request the client sent.
@@ -71,6 +75,21 @@ async fn a_declared_secret_header_from_the_client_default_is_redacted() {
         .collect();
     assert_eq!(sent, [CANARY, "CANARY-call"]);
     assert!(sent.iter().all(http::HeaderValue::is_sensitive));
+}
+
+/// Regression: `HttpRequest`'s `Debug` printed the request body as it was sent, a
+/// password in a login's JSON included; it shows the body's length only.
+#[tokio::test(start_paused = true)]
+async fn a_request_body_printed_shows_its_length_only() {
+    let t = ScriptedTransport::new([Step::status(200).body("ok")]);
+    let (api, seen) = printing(&t);
+    let login = serde_json::json!({ "user": "ada", "password": "CANARY-pw" });
+    assert_eq!(api.sign_in(&login).await.unwrap(), "ok");
+    let printed = seen.lock().unwrap().clone();
+    let sent = t.requests()[0].body.clone();
+    assert_eq!(sent.len(), 37);
+    assert!(printed[0].contains("body: 37 bytes"), "{}", printed[0]);
+    assert!(!printed[0].contains("CANARY-pw"), "leaked: {}", printed[0]);
 }
 
 /// Regression: `HttpRequest` derived `Debug`, and `Url`'s `Debug` shows the query, so a
