@@ -16,7 +16,8 @@
 //! `Authorization`, `Cookie`, `Proxy-Authorization`, `Set-Cookie` and every header
 //! marked sensitive (declared `secret` by the endpoint, whether the call or the
 //! client's `header()` gave its value, or set as a client-wide secret) print as
-//! `[redacted]` in every `Debug`. Query strings print with every value redacted.
+//! `[redacted]` in every `Debug`. Query strings and fragments print with every value
+//! redacted.
 //!
 //! # Metrics
 //! With the feature `metrics`, a call reports through the `metrics` facade to whatever
@@ -103,8 +104,9 @@ impl fmt::Debug for Redacted<'_> {
     }
 }
 
-/// A URL with its password and every query value replaced by `[redacted]` (the user
-/// name and the query's names stay).
+/// A URL with its password and every query and fragment value replaced by
+/// `[redacted]` (the user name, the query's names and the fragment's stay): a
+/// fragment such as `#access_token=...` is redacted as the query is.
 ///
 /// ```
 /// use resilient_api::observe::redact_url;
@@ -113,23 +115,36 @@ impl fmt::Debug for Redacted<'_> {
 ///     redact_url("https://ada:hunter2@api.test/v1/users?api_key=abc&page=2"),
 ///     "https://ada:[redacted]@api.test/v1/users?api_key=[redacted]&page=[redacted]",
 /// );
+/// assert_eq!(
+///     redact_url("https://app.test/callback#access_token=abc&expires_in=3600"),
+///     "https://app.test/callback#access_token=[redacted]&expires_in=[redacted]",
+/// );
 /// ```
 pub fn redact_url(url: &str) -> String {
     let mut out = String::with_capacity(url.len());
-    let (head, query) = match url.split_once('?') {
-        Some((head, query)) => (head, Some(query)),
+    // The fragment first: a `?` after the `#` is the fragment's.
+    let (rest, fragment) = match url.split_once('#') {
+        Some((rest, fragment)) => (rest, Some(fragment)),
         None => (url, None),
     };
-    push_without_password(&mut out, head);
-    let Some(query) = query else {
-        return out;
+    let (head, query) = match rest.split_once('?') {
+        Some((head, query)) => (head, Some(query)),
+        None => (rest, None),
     };
-    out.push('?');
-    push_redacted_query(&mut out, query);
+    push_without_password(&mut out, head);
+    if let Some(query) = query {
+        out.push('?');
+        push_redacted_query(&mut out, query);
+    }
+    if let Some(fragment) = fragment {
+        out.push('#');
+        push_redacted_query(&mut out, fragment);
+    }
     out
 }
 
-/// `query` (without its `?`) with every value replaced by `[redacted]`.
+/// `query` (without its `?`; or a fragment, without its `#`) with every value
+/// replaced by `[redacted]`.
 pub(crate) fn push_redacted_query(out: &mut String, query: &str) {
     for (i, pair) in query.split('&').enumerate() {
         if i > 0 {
@@ -145,11 +160,12 @@ pub(crate) fn push_redacted_query(out: &mut String, query: &str) {
     }
 }
 
-/// `head` (a URL up to its query) with the password of its user info redacted.
+/// `head` (a URL up to its query and fragment) with the password of its user info
+/// redacted.
 fn push_without_password(out: &mut String, head: &str) {
     let authority_start = head.find("://").map_or(0, |i| i + 3);
     let authority_len = head[authority_start..]
-        .find(['/', '#'])
+        .find('/')
         .unwrap_or(head.len() - authority_start);
     let authority = &head[authority_start..authority_start + authority_len];
     let password = authority
@@ -191,6 +207,31 @@ mod tests {
             "http://h/p?api_key=[redacted]&x=[redacted]"
         );
         assert_eq!(redact_url("http://h/p"), "http://h/p");
+    }
+
+    /// Regression: the fragment was kept as it was written, so an OAuth implicit
+    /// grant's `#access_token=...` printed in clear where the query's did not.
+    #[test]
+    fn fragment_values_are_redacted() {
+        assert_eq!(
+            redact_url("https://h/cb#access_token=CANARY&token_type=bearer"),
+            "https://h/cb#access_token=[redacted]&token_type=[redacted]"
+        );
+        assert_eq!(
+            redact_url("https://h/cb?code=CANARY#state=CANARY2"),
+            "https://h/cb?code=[redacted]#state=[redacted]"
+        );
+        // A `?` inside the fragment is the fragment's, not a query.
+        assert_eq!(
+            redact_url("https://h/p#a?k=CANARY"),
+            "https://h/p#a?k=[redacted]"
+        );
+        // A bare anchor is kept, as a bare query name is.
+        assert_eq!(
+            redact_url("https://u:pw@h#section-2"),
+            "https://u:[redacted]@h#section-2"
+        );
+        assert_eq!(redact_url("https://h/p#"), "https://h/p#");
     }
 
     #[test]
