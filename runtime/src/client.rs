@@ -1058,10 +1058,11 @@ impl<C: GeneratedClient> ClientBuilder<C> {
     /// PATCH or DELETE answered 301 or 302) sends the same method and body again: a
     /// write is never replaced by a GET whose answer would pass for the write's
     /// (reqwest turns every method into a GET on a 301 or 302). Once a redirect leaves
-    /// the origin, credential and secret headers are dropped. A `Location` in raw UTF-8
-    /// is followed to the URL it encodes to, as browsers follow it; one that is not
-    /// UTF-8 is an error. Other 3xx statuses are answers, handed to the method as they
-    /// are.
+    /// the origin, credential and secret headers are dropped. User info in a
+    /// `Location` (`https://user:pass@host/`) is dropped, never sent. A `Location` in
+    /// raw UTF-8 is followed to the URL it encodes to, as browsers follow it; one that
+    /// is not UTF-8 is an error. Other 3xx statuses are answers, handed to the method
+    /// as they are.
     ///
     /// ```
     /// # use resilient_api::testing::{ScriptedTransport, Step};

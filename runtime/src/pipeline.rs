@@ -1971,10 +1971,18 @@ fn is_followed(status: StatusCode) -> bool {
 /// answers. RFC 9110 makes `Location` an ASCII URI reference, but servers send raw
 /// UTF-8 (`/café`, an IDN host) and browsers and reqwest follow it; joining encodes
 /// it (`/caf%C3%A9`, `xn--` hosts), and the origin is judged on the joined URL.
-/// Bytes that are not UTF-8 are not read.
+/// Bytes that are not UTF-8 are not read. User info in it (`https://user:pass@host/`)
+/// is dropped: the client sends only the credentials it was given, and a URL that
+/// held a password would carry it into the request and every trace that shows it.
 fn redirect_target(current: &Url, headers: &HeaderMap) -> Option<Url> {
     let location = headers.get(http::header::LOCATION)?.as_bytes();
-    current.join(std::str::from_utf8(location).ok()?).ok()
+    let mut next = current.join(std::str::from_utf8(location).ok()?).ok()?;
+    if !next.username().is_empty() || next.password().is_some() {
+        // Only a URL without a host has no user info to drop, and fails only then.
+        let _ = next.set_password(None);
+        let _ = next.set_username("");
+    }
+    Some(next)
 }
 
 /// Drop every query parameter declared secret on a change of origin, whether the
@@ -2040,6 +2048,22 @@ mod tests {
         assert_eq!(
             target("../x".as_bytes()).as_deref(),
             Some("https://api.test/x")
+        );
+    }
+
+    #[test]
+    fn a_location_loses_its_user_info() {
+        assert_eq!(
+            target(b"https://ada:pw@api.test/x?k=v").as_deref(),
+            Some("https://api.test/x?k=v")
+        );
+        assert_eq!(
+            target(b"//ada@evil.test/x").as_deref(),
+            Some("https://evil.test/x")
+        );
+        assert_eq!(
+            target(b"https://:pw@api.test/").as_deref(),
+            Some("https://api.test/")
         );
     }
 

@@ -93,3 +93,40 @@ async fn a_secret_query_parameter_is_dropped_when_the_origin_changes() {
     );
     tests::assert_nothing_leaked(&t);
 }
+
+/// Regression: a `Location` with user info (`https://user:pass@host/...`) was followed
+/// with that user info in the next hop's URL, which the request carried (and
+/// reqwest's and hyper's traces printed); the hop drops it, on the origin or off it.
+#[tokio::test(start_paused = true)]
+async fn a_location_with_user_info_is_followed_without_it() {
+    let t = ScriptedTransport::new([
+        Step::status(302).header("location", "https://ada:pass-789@example.test/b?page=2"),
+        Step::status(307).header("location", "https://bob:pass-012@other.test/c"),
+        Step::status(200).body("done"),
+    ]);
+    let api: MovedClient = tests::scripted_builder(&t)
+        .bearer_auth("token-123")
+        .build()
+        .expect("builds");
+    assert_eq!(api.start("key-456").await.expect("followed"), "done");
+    let requests = t.requests();
+    let urls: Vec<&str> = requests.iter().map(|r| r.url.as_str()).collect();
+    assert_eq!(
+        urls,
+        [
+            "https://example.test/start",
+            "https://example.test/b?page=2",
+            "https://other.test/c"
+        ]
+    );
+    // The same origin keeps the client's own credentials, and gains none.
+    assert_eq!(requests[1].headers["authorization"], "Bearer token-123");
+    assert_eq!(requests[1].headers["x-api-key"], "key-456");
+    assert_eq!(requests[1].headers.len(), 2);
+    assert!(requests[2].headers.is_empty(), "{:?}", requests[2].headers);
+    for r in &requests {
+        assert!(!r.url.contains("pass-"), "{}", r.url);
+        assert!(!r.url.contains('@'), "{}", r.url);
+    }
+    tests::assert_nothing_leaked(&t);
+}
