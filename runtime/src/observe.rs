@@ -17,7 +17,8 @@
 //! marked sensitive (declared `secret` by the endpoint, whether the call or the
 //! client's `header()` gave its value, or set as a client-wide secret) print as
 //! `[redacted]` in every `Debug`. Query strings and fragments print with every value
-//! redacted.
+//! redacted; a `Location` (or `Content-Location`) header prints without its user
+//! info, and with its query and fragment, if any, as `[redacted]`.
 //!
 //! # Metrics
 //! With the feature `metrics`, a call reports through the `metrics` facade to whatever
@@ -53,7 +54,9 @@
 use std::fmt;
 
 use http::HeaderMap;
-use http::header::{AUTHORIZATION, COOKIE, PROXY_AUTHORIZATION, SET_COOKIE};
+use http::header::{
+    AUTHORIZATION, CONTENT_LOCATION, COOKIE, LOCATION, PROXY_AUTHORIZATION, SET_COOKIE,
+};
 
 /// Whether a header must never be shown: credential headers and anything sensitive.
 ///
@@ -75,7 +78,8 @@ pub fn is_secret_header(name: &http::HeaderName, value: &http::HeaderValue) -> b
         || name == SET_COOKIE
 }
 
-/// Shows a header map with secret values replaced by `[redacted]`.
+/// Shows a header map with secret values replaced by `[redacted]`, and a `Location`
+/// or `Content-Location` as [`redact_location`] shows it.
 ///
 /// ```
 /// use resilient_api::observe::Redacted;
@@ -96,6 +100,9 @@ impl fmt::Debug for Redacted<'_> {
         for (k, v) in self.0 {
             if is_secret_header(k, v) {
                 m.entry(&k.as_str(), &"[redacted]");
+            } else if k == LOCATION || k == CONTENT_LOCATION {
+                let shown = std::str::from_utf8(v.as_bytes()).map(redact_location);
+                m.entry(&k.as_str(), &shown.as_deref().unwrap_or("[redacted]"));
             } else {
                 m.entry(&k.as_str(), &v);
             }
@@ -139,6 +146,60 @@ pub fn redact_url(url: &str) -> String {
     if let Some(fragment) = fragment {
         out.push('#');
         push_redacted_query(&mut out, fragment);
+    }
+    out
+}
+
+/// A `Location` as it may be shown: without its user info, and with its query and
+/// its fragment, if it has them, replaced by `[redacted]`, names and all (a server's
+/// `Location` is no URL the client built, and may carry anything).
+///
+/// ```
+/// use resilient_api::observe::redact_location;
+///
+/// assert_eq!(
+///     redact_location("https://ada:hunter2@api.test/cb?code=abc#access_token=xyz"),
+///     "https://api.test/cb?[redacted]#[redacted]",
+/// );
+/// assert_eq!(redact_location("/next#top"), "/next#[redacted]");
+/// ```
+pub fn redact_location(location: &str) -> String {
+    let mut out = String::with_capacity(location.len());
+    let (rest, fragment) = match location.split_once('#') {
+        Some((rest, _)) => (rest, true),
+        None => (location, false),
+    };
+    let (head, query) = match rest.split_once('?') {
+        Some((head, _)) => (head, true),
+        None => (rest, false),
+    };
+    // The authority follows `scheme://`, or `//` in a relative reference; a `\` ends
+    // it as a `/` does (browsers read `\` as `/` in http(s) URLs).
+    let authority_start = match head.find("://") {
+        Some(i) => Some(i + 3),
+        None => head.starts_with("//").then_some(2),
+    };
+    match authority_start {
+        Some(start) => {
+            let len = head[start..]
+                .find(['/', '\\'])
+                .unwrap_or(head.len() - start);
+            let authority = &head[start..start + len];
+            out.push_str(&head[..start]);
+            out.push_str(
+                authority
+                    .rfind('@')
+                    .map_or(authority, |at| &authority[at + 1..]),
+            );
+            out.push_str(&head[start + len..]);
+        }
+        None => out.push_str(head),
+    }
+    if query {
+        out.push_str("?[redacted]");
+    }
+    if fragment {
+        out.push_str("#[redacted]");
     }
     out
 }
@@ -232,6 +293,40 @@ mod tests {
             "https://u:[redacted]@h#section-2"
         );
         assert_eq!(redact_url("https://h/p#"), "https://h/p#");
+    }
+
+    #[test]
+    fn a_location_loses_its_user_info_query_and_fragment() {
+        for (location, shown) in [
+            (
+                "https://u:pw@h/p?k=v#f",
+                "https://h/p?[redacted]#[redacted]",
+            ),
+            ("https://u@h", "https://h"),
+            ("//u:pw@h/p", "//h/p"),
+            ("https://h/a:b@c", "https://h/a:b@c"),
+            ("https://evil.test\\@h/x", "https://evil.test\\@h/x"),
+            ("/p#a?k=v", "/p#[redacted]"),
+            ("p?", "p?[redacted]"),
+            ("", ""),
+        ] {
+            assert_eq!(redact_location(location), shown, "{location:?}");
+        }
+    }
+
+    #[test]
+    fn a_location_header_is_shown_redacted() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            LOCATION,
+            http::HeaderValue::from_static("https://u:pw@h/?k=v"),
+        );
+        let latin1 = http::HeaderValue::from_bytes(b"/caf\xe9?k=v").expect("obs-text");
+        h.insert(CONTENT_LOCATION, latin1);
+        assert_eq!(
+            format!("{:?}", Redacted(&h)),
+            r#"{"location": "https://h/?[redacted]", "content-location": "[redacted]"}"#
+        );
     }
 
     #[test]

@@ -183,3 +183,39 @@ async fn a_transport_response_printed_shows_no_cookie() {
     assert!(printed.contains("r-1"), "{printed}");
     assert!(!printed.contains(CANARY), "leaked: {printed}");
 }
+
+/// Regression: a response's `Debug` printed its `Location` whole, so a transport
+/// wrapper logging the responses it passes on logged a redirect's user info, query
+/// and fragment; it shows the URL without them (the hop is still followed).
+#[tokio::test(start_paused = true)]
+async fn a_redirect_printed_shows_its_location_redacted() {
+    let t = ScriptedTransport::new([
+        Step::status(302).header(
+            "location",
+            "https://ada:CANARY-pw@example.test/login?token=CANARY-q#state=CANARY-f",
+        ),
+        Step::status(200).header("x-request-id", "r-2").body("hi"),
+    ]);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let api: SecretsClient = scripted_builder(&t)
+        .transport(Logging {
+            inner: t.clone(),
+            seen: Arc::clone(&seen),
+        })
+        .build()
+        .unwrap();
+    assert_eq!(api.login().await.unwrap().into_value(), "hi");
+    let printed = seen.lock().unwrap().clone();
+    assert_eq!(printed.len(), 2);
+    assert!(
+        printed[0].contains(r#""location": "https://example.test/login?[redacted]#[redacted]""#),
+        "{}",
+        printed[0]
+    );
+    assert!(!printed[0].contains("CANARY"), "leaked: {}", printed[0]);
+    assert!(!printed[0].contains("ada"), "leaked: {}", printed[0]);
+    assert_eq!(
+        t.requests()[1].url,
+        "https://example.test/login?token=CANARY-q#state=CANARY-f"
+    );
+}
