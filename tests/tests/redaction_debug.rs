@@ -43,12 +43,12 @@ fn printing(t: &ScriptedTransport) -> (SecretsClient, Arc<Mutex<Vec<String>>>) {
         .middleware({
             let seen = Arc::clone(&seen);
             move |req| {
-                seen.lock().unwrap().push(format!("{req:?}"));
+                seen.lock().expect("not poisoned").push(format!("{req:?}"));
                 Ok(())
             }
         })
         .build()
-        .unwrap();
+        .expect("the client builds");
     (api, seen)
 }
 
