@@ -648,6 +648,11 @@ impl Handle {
 
     /// Run one call through the pipeline and decode its result.
     ///
+    /// The request must be built from the spec of one of this client's endpoints
+    /// (`C::API.endpoints`): one built from another API's spec is refused with
+    /// [`ErrorKind::InvalidRequest`](crate::ErrorKind::InvalidRequest) naming that
+    /// endpoint, before anything is sent.
+    ///
     /// The pipeline's future with the decoder mapped over it: no wrapping future that
     /// would move the pipeline's (large) state once more on every call.
     pub fn call<D: Decoder>(

@@ -248,7 +248,19 @@ pub(crate) fn execute(
             );
         };
         let spec = request.spec;
-        let ep = &inner.endpoints[spec.index];
+        // The endpoint of the spec's index, if it is that spec (one comparison of
+        // addresses): a request built from another API's spec is refused, never run
+        // as this client's endpoint of the same index.
+        let Some(ep) = inner
+            .endpoints
+            .get(spec.index)
+            .filter(|ep| std::ptr::eq(ep.spec, spec))
+        else {
+            return (
+                ended(Err(foreign_endpoint(inner, spec)), CallEnd::unstarted()),
+                tracing::Span::none(),
+            );
+        };
         let attempts = AtomicU32::new(0);
         let finish = |mut e: ApiError| {
             e.set_endpoint(spec.name);
@@ -477,6 +489,27 @@ fn deadline_passed(total: Option<Duration>) -> ApiError {
         "the call's deadline of {:?} passed",
         total.unwrap_or_default()
     ))
+}
+
+/// A request whose spec is not one of this client's endpoints (built from another
+/// API's spec): refused before anything is looked up for it. Not counted in the call
+/// metrics: it has no endpoint or partition of this client to count under.
+#[cold]
+#[inline(never)]
+fn foreign_endpoint(inner: &ClientInner, spec: &'static EndpointSpec) -> ApiError {
+    let invalid = crate::request::InvalidRequest {
+        name: spec.name.to_owned(),
+        reason: "not an endpoint of this client's API",
+    };
+    let mut e = ApiError::new(ErrorKind::InvalidRequest)
+        .with_message(format!(
+            "the request was built from another API's spec: `{}` is not an endpoint of `{}`",
+            spec.name, inner.api.name
+        ))
+        .with_source(invalid);
+    e.set_endpoint(spec.name);
+    tracing::debug!(endpoint = spec.name, error = %e, "call refused at its start");
+    e
 }
 
 /// A call that ends before it is under way (an invalid request, an open breaker): an

@@ -4,9 +4,13 @@
 //!
 //! Tests named "regression" failed on the code before the fix they came with.
 
+use resilient_api::client::{GeneratedClient, Handle};
+use resilient_api::request::{ApiSpec, InvalidRequest, RequestBuilder};
+use resilient_api::response::decode::{Text, Unit};
 use resilient_api::testing::{ScriptedTransport, Step};
 use resilient_api::{ApiError, Bytes, ErrorKind, resilient_api};
 use serde::{Deserialize, Serialize};
+use std::error::Error as _;
 use tests::{scripted, scripted_builder};
 
 /// A unit-variant enum, sent as its (renamed) name.
@@ -86,6 +90,45 @@ pub trait Review {
 
     #[get("/text")]
     async fn text(&self) -> Result<String, ApiError>;
+}
+
+/// One endpoint with a path parameter, for requests built by hand.
+#[resilient_api(timeout(attempt = "1s"), retry(max = 0))]
+pub trait Narrow {
+    #[delete("/users/{id}")]
+    async fn remove(&self, id: u64) -> Result<(), ApiError>;
+}
+
+/// Another API, with more endpoints than [`Narrow`].
+#[resilient_api(timeout(attempt = "1s"), retry(max = 0))]
+pub trait Wide {
+    #[get("/a")]
+    async fn a(&self) -> Result<String, ApiError>;
+
+    #[get("/b/{x}/{r#type}")]
+    async fn b(&self, x: u64, r#type: &str) -> Result<String, ApiError>;
+}
+
+/// The handle under a [`NarrowClient`] or a [`WideClient`], to send requests built
+/// by hand.
+struct Raw<C>(Handle, std::marker::PhantomData<C>);
+
+impl<C: GeneratedClient> GeneratedClient for Raw<C> {
+    const API: &'static ApiSpec = C::API;
+    fn from_handle(handle: Handle) -> Self {
+        Raw(handle, std::marker::PhantomData)
+    }
+}
+
+/// The handle of a `C` client on `t`.
+fn handle<C: GeneratedClient>(t: &ScriptedTransport) -> Handle {
+    scripted::<Raw<C>>(t).0
+}
+
+/// A call's error as (kind, endpoint, text, the `InvalidRequest` it holds).
+fn refusal(e: &ApiError) -> (ErrorKind, &'static str, String, Option<InvalidRequest>) {
+    let invalid = e.source().and_then(|s| s.downcast_ref::<InvalidRequest>());
+    (e.kind(), e.endpoint(), e.to_string(), invalid.cloned())
 }
 
 fn urls(t: &ScriptedTransport) -> Vec<String> {
@@ -251,4 +294,46 @@ async fn bytes_are_unchanged_and_text_drops_only_the_mark() {
     let api = scripted::<ReviewClient>(&t);
     assert_eq!(api.bytes().await.unwrap(), &b"\xef\xbb\xbfa\xc3"[..]);
     assert_eq!(api.text().await.unwrap(), "café");
+}
+
+/// Regression: `Handle::call` found the endpoint by the spec's index alone, so a
+/// request built from another API's spec ran as this client's endpoint of that index
+/// (`Wide::a` was sent as `Narrow::remove`, `DELETE /users/`), or, past this client's
+/// endpoints (`Wide::b`), panicked with an index out of range. It is refused as
+/// `InvalidRequest` naming the endpoint, before anything is sent.
+#[tokio::test(start_paused = true)]
+async fn regression_a_request_of_another_apis_endpoint_is_refused() {
+    let t = oks(1);
+    let narrow = handle::<NarrowClient>(&t);
+    for spec in <WideClient as GeneratedClient>::API.endpoints {
+        let h = narrow.clone();
+        let request = RequestBuilder::new(spec);
+        let got =
+            tokio::spawn(async move { h.call::<Text>(request).await.map_err(|e| refusal(&e)) })
+                .await
+                .map_err(|e| e.is_panic());
+        assert_eq!(
+            got,
+            Ok(Err((
+                ErrorKind::InvalidRequest,
+                spec.name,
+                format!(
+                    "invalid request in `{}`: the request was built from another API's spec: `{}` is not an endpoint of `Narrow`",
+                    spec.name, spec.name
+                ),
+                Some(InvalidRequest {
+                    name: spec.name.into(),
+                    reason: "not an endpoint of this client's API",
+                }),
+            ))),
+            "{}",
+            spec.name
+        );
+    }
+    assert_eq!(t.attempts(), 0, "nothing was sent");
+    // The client's own spec still runs.
+    let mut own = RequestBuilder::new(<NarrowClient as GeneratedClient>::API.endpoints[0]);
+    own.path("id", &7);
+    narrow.call::<Unit>(own).await.expect("sent");
+    assert_eq!(urls(&t), ["https://example.test/users/7"]);
 }
