@@ -586,6 +586,9 @@ pub(crate) struct EndpointRuntime {
     /// The full URL of an endpoint whose path has no parameter, parsed once at build
     /// time: such calls clone it instead of parsing a path.
     pub(crate) fixed_url: Option<Url>,
+    /// How many path values a request must hold: one past the largest
+    /// [`PathPart::Param`](crate::request::PathPart::Param) index.
+    pub(crate) path_params: usize,
 }
 
 pub(crate) struct ClientInner {
@@ -651,7 +654,8 @@ impl Handle {
     /// The request must be built from the spec of one of this client's endpoints
     /// (`C::API.endpoints`): one built from another API's spec is refused with
     /// [`ErrorKind::InvalidRequest`](crate::ErrorKind::InvalidRequest) naming that
-    /// endpoint, before anything is sent.
+    /// endpoint, and so is one that left a path parameter without a value (naming
+    /// the parameter), before anything is sent.
     ///
     /// The pipeline's future with the decoder mapped over it: no wrapping future that
     /// would move the pipeline's (large) state once more on every call.
@@ -1506,10 +1510,20 @@ impl<C: GeneratedClient> ClientBuilder<C> {
                         url.set_path(&path);
                         url
                     });
+                let path_params = spec
+                    .path
+                    .iter()
+                    .filter_map(|p| match p {
+                        crate::request::PathPart::Param(i) => i.checked_add(1),
+                        crate::request::PathPart::Lit(_) => None,
+                    })
+                    .max()
+                    .unwrap_or(0);
                 EndpointRuntime {
                     spec,
                     partition,
                     fixed_url,
+                    path_params,
                 }
             })
             .collect();

@@ -272,7 +272,13 @@ pub(crate) fn execute(
         // caller drops this future first. Made before what the call holds, so dropped
         // after it.
         let end = crate::observe::metrics_impl::call_end(spec.name, &ep.partition.name, start);
-        if let Some(invalid) = request.error.take() {
+        if request.error.is_some() || request.path_values.len() < ep.path_params {
+            // The first mistake while building, else the first path parameter
+            // without a value (a request built by hand).
+            let invalid = request
+                .error
+                .take()
+                .unwrap_or_else(|| missing_path_value(spec, request.path_values.len()));
             let e = ApiError::new(ErrorKind::InvalidRequest)
                 .with_message(invalid.to_string())
                 .with_source(invalid);
@@ -510,6 +516,17 @@ fn foreign_endpoint(inner: &ClientInner, spec: &'static EndpointSpec) -> ApiErro
     e.set_endpoint(spec.name);
     tracing::debug!(endpoint = spec.name, error = %e, "call refused at its start");
     e
+}
+
+/// The path parameter at `index` of `spec`'s template had no value given: named as
+/// the template writes it (`{r#type}` as `type`).
+#[cold]
+#[inline(never)]
+fn missing_path_value(spec: &EndpointSpec, index: usize) -> crate::request::InvalidRequest {
+    crate::request::InvalidRequest {
+        name: crate::request::placeholder_name(spec.template, index),
+        reason: "the path parameter has no value",
+    }
 }
 
 /// A call that ends before it is under way (an invalid request, an open breaker): an

@@ -5,7 +5,7 @@
 //! through the errors it reports. A path parameter is percent-encoded as exactly one
 //! segment (`/`, `?`, `#` and `%` included, so nothing is decoded twice), and a value
 //! that is empty, `.` or `..`, or holds CR, LF or TAB is refused before anything is
-//! sent. Header values holding CR, LF or NUL are refused the same way. Errors name the
+//! sent, and so is a request built without a value for each `{name}`. Header values holding CR, LF or NUL are refused the same way. Errors name the
 //! parameter, never its value.
 //!
 //! # Defaults
@@ -672,7 +672,10 @@ impl RequestBuilder {
         }
     }
 
-    /// The next path parameter, in template order.
+    /// The next path parameter, in template order. Every `{name}` of the template
+    /// needs one: a call with fewer is refused as
+    /// [`ErrorKind::InvalidRequest`](crate::ErrorKind::InvalidRequest) naming the first
+    /// without a value, before anything is sent.
     ///
     /// ```
     /// # use resilient_api::request::{EndpointSpec, PathPart, Policy, RequestBuilder, Verb};
@@ -911,9 +914,32 @@ impl RequestBuilder {
     }
 }
 
+/// The name of the path parameter at `index`: the `index`-th `{name}` of `template`
+/// (a raw `{r#type}` by its bare name), or `#index` if the template has none there.
+pub(crate) fn placeholder_name(template: &str, index: usize) -> String {
+    template
+        .split('{')
+        .skip(1)
+        .filter_map(|rest| rest.split_once('}').map(|(name, _)| name))
+        .nth(index)
+        .map_or_else(
+            || format!("#{index}"),
+            |name| name.strip_prefix("r#").unwrap_or(name).to_owned(),
+        )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn placeholder_names_are_read_from_the_template_in_order() {
+        let t = "/b/{x}/{r#type}.json";
+        assert_eq!(placeholder_name(t, 0), "x");
+        assert_eq!(placeholder_name(t, 1), "type");
+        assert_eq!(placeholder_name(t, 2), "#2");
+        assert_eq!(placeholder_name("/users", 0), "#0");
+    }
 
     #[test]
     fn segment_encodes_reserved_characters_once() {

@@ -337,3 +337,41 @@ async fn regression_a_request_of_another_apis_endpoint_is_refused() {
     narrow.call::<Unit>(own).await.expect("sent");
     assert_eq!(urls(&t), ["https://example.test/users/7"]);
 }
+
+/// Regression: a request built by hand without a value for a path parameter was
+/// sent with that segment empty (`DELETE /users/`). It is refused as
+/// `InvalidRequest` naming the placeholder (the first without a value, a raw
+/// identifier by its bare name), before any attempt.
+#[tokio::test(start_paused = true)]
+async fn regression_a_missing_path_value_is_refused_naming_the_placeholder() {
+    let t = oks(0);
+    let narrow = handle::<NarrowClient>(&t);
+    let remove = <NarrowClient as GeneratedClient>::API.endpoints[0];
+    let e = narrow
+        .call::<Unit>(RequestBuilder::new(remove))
+        .await
+        .expect_err("refused");
+    assert_eq!(
+        refusal(&e),
+        (
+            ErrorKind::InvalidRequest,
+            "remove",
+            "invalid request in `remove`: invalid `id`: the path parameter has no value".into(),
+            Some(InvalidRequest {
+                name: "id".into(),
+                reason: "the path parameter has no value",
+            }),
+        )
+    );
+    let wide = handle::<WideClient>(&t);
+    let b = <WideClient as GeneratedClient>::API.endpoints[1];
+    let mut request = RequestBuilder::new(b);
+    request.path("x", &1);
+    let e = wide.call::<Text>(request).await.expect_err("refused");
+    let (kind, endpoint, _, invalid) = refusal(&e);
+    assert_eq!(
+        (kind, endpoint, invalid.map(|i| i.name)),
+        (ErrorKind::InvalidRequest, "b", Some("type".into()))
+    );
+    assert_eq!(t.attempts(), 0, "nothing was sent");
+}
