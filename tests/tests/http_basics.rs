@@ -90,6 +90,16 @@ trait Basics {
     #[delete("/things/{id}")]
     async fn remove(&self, id: u64) -> Result<(), ApiError>;
 
+    /// A path value, a repeated key, an empty value and a key of reserved characters.
+    #[get("/shapes/{seg}")]
+    async fn shapes(
+        &self,
+        seg: &str,
+        #[query] ids: Vec<u32>,
+        #[query("e")] empty: &str,
+        #[query("k&=+ ?#/%")] odd: &str,
+    ) -> Result<String, ApiError>;
+
     #[get("/text")]
     async fn text(&self) -> Result<String, ApiError>;
 
@@ -369,6 +379,56 @@ async fn sequence_query_parameter_repeats_its_name() {
         Some("ids=1&ids=2&ids=3&tags=a+b&tags=%26")
     );
     assert_eq!(reqs[1].url.query(), None, "an empty sequence adds nothing");
+}
+
+/// The request target on the wire is the path and query the client built, byte for
+/// byte (the same as the scripted transport records, `request_building.rs`): nothing
+/// between the URL and the socket re-encodes, decodes or reorders it. Read from a raw
+/// server, which sees the request line as sent.
+#[tokio::test]
+async fn the_request_target_on_the_wire_is_the_path_and_query_built() {
+    let lines = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen = lines.clone();
+    let server = tests::raw(move |mut conn| {
+        let seen = seen.clone();
+        async move {
+            while let Ok(request) = tests::read_request(&mut conn.sock).await {
+                let Some(line) = String::from_utf8_lossy(&request)
+                    .lines()
+                    .next()
+                    .map(str::to_owned)
+                else {
+                    return;
+                };
+                seen.lock().expect("not poisoned").push(line);
+                if !conn
+                    .write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                    .await
+                {
+                    return;
+                }
+            }
+        }
+    })
+    .await;
+    let api = client(&server.base);
+    let odd = "v&=+ ?#/%\u{e9}";
+    assert_eq!(
+        api.shapes("a b/?#%", vec![1, 2, 1], "", odd).await.unwrap(),
+        "ok"
+    );
+    assert_eq!(api.shapes("x", vec![], "", "").await.unwrap(), "ok");
+    assert_eq!(api.shapes("\u{e9}", vec![0], "=", "&").await.unwrap(), "ok");
+    api.remove(7).await.unwrap();
+    assert_eq!(
+        *lines.lock().expect("not poisoned"),
+        [
+            "GET /shapes/a%20b%2F%3F%23%25?ids=1&ids=2&ids=1&e=&k%26%3D%2B+%3F%23%2F%25=v%26%3D%2B+%3F%23%2F%25%C3%A9 HTTP/1.1",
+            "GET /shapes/x?e=&k%26%3D%2B+%3F%23%2F%25= HTTP/1.1",
+            "GET /shapes/%C3%A9?ids=0&e=%3D&k%26%3D%2B+%3F%23%2F%25=%26 HTTP/1.1",
+            "DELETE /things/7 HTTP/1.1",
+        ]
+    );
 }
 
 #[tokio::test]

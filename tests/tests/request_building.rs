@@ -82,6 +82,16 @@ pub trait Review {
     #[get("/h")]
     async fn header(&self, #[header("X-V")] v: &str) -> Result<String, ApiError>;
 
+    /// A path value, a repeated key, an empty value and a key of reserved characters.
+    #[get("/shapes/{seg}")]
+    async fn shapes(
+        &self,
+        seg: &str,
+        #[query] ids: Vec<u32>,
+        #[query("e")] empty: &str,
+        #[query("k&=+ ?#/%")] odd: &str,
+    ) -> Result<String, ApiError>;
+
     #[get("/doc")]
     async fn doc(&self) -> Result<Doc, ApiError>;
 
@@ -255,6 +265,40 @@ async fn query_values_are_sent_exactly() {
             "https://example.test/f",
         ]
     );
+}
+
+/// The shapes of a query string, with a path value before it, as sent: a sequence
+/// repeats its key in order (an empty one adds no pair), an empty value is `key=`,
+/// and reserved characters in a key or a value (`&`, `=`, `+`, space, `?`, `#`, `/`,
+/// `%`, non-ASCII) are form-encoded, so that each pair decodes back to what was given;
+/// the path value's own reserved characters stay in its one segment.
+#[tokio::test(start_paused = true)]
+async fn query_shapes_and_the_target_are_sent_exactly() {
+    let t = oks(3);
+    let api = scripted::<ReviewClient>(&t);
+    let odd = "v&=+ ?#/%é";
+    api.shapes("a b/?#%", vec![1, 2, 1], "", odd).await.unwrap();
+    api.shapes("x", vec![], "", "").await.unwrap();
+    api.shapes("é", vec![0], "=", "&").await.unwrap();
+    assert_eq!(
+        urls(&t),
+        [
+            "https://example.test/shapes/a%20b%2F%3F%23%25?ids=1&ids=2&ids=1&e=&k%26%3D%2B+%3F%23%2F%25=v%26%3D%2B+%3F%23%2F%25%C3%A9",
+            "https://example.test/shapes/x?e=&k%26%3D%2B+%3F%23%2F%25=",
+            "https://example.test/shapes/%C3%A9?ids=0&e=%3D&k%26%3D%2B+%3F%23%2F%25=%26",
+        ]
+    );
+    // Each pair decodes back to the key and value given.
+    let first = url::Url::parse(&urls(&t)[0]).unwrap();
+    let pairs: Vec<(String, String)> = first.query_pairs().into_owned().collect();
+    let want = [
+        ("ids", "1"),
+        ("ids", "2"),
+        ("ids", "1"),
+        ("e", ""),
+        ("k&=+ ?#/%", odd),
+    ];
+    assert_eq!(pairs, want.map(|(k, v)| (k.to_owned(), v.to_owned())));
 }
 
 /// A header value may hold what `http` allows (a tab inside, obs-text such as UTF-8
