@@ -121,6 +121,9 @@ pub struct Template {
     pub names: Vec<String>,
     /// What is wrong with the template, if anything.
     pub problems: Vec<String>,
+    /// Whether `names` holds every name the template has (see `template::Parsed`):
+    /// only then is a parameter known not to fill a `{name}`.
+    pub names_complete: bool,
 }
 
 impl Template {
@@ -131,6 +134,7 @@ impl Template {
             parts,
             names,
             problems,
+            names_complete,
         } = template::parse(&value);
         Template {
             lit,
@@ -138,6 +142,7 @@ impl Template {
             parts,
             names,
             problems,
+            names_complete,
         }
     }
 }
@@ -641,6 +646,72 @@ mod tests {
             "/a/%2%{id}",
         ] {
             assert!(!template(bad).problems.is_empty(), "{bad}");
+        }
+    }
+
+    /// Regression: a name written three times was reported twice, the same message
+    /// at the same span (rustc folds the copies; the macro should not make them).
+    /// Each repeated name is one problem, and the names read stay complete.
+    #[test]
+    fn template_a_repeated_name_is_one_problem() {
+        let twice = |n: &str, s: &str| format!("`{{{n}}}` appears twice in path template `{s}`");
+        let raw = |s: &str| format!("`{{r#id}}` names `id` a second time in path template `{s}`");
+        for (s, want) in [
+            (
+                "/users/{id}/x/{id}/{id}",
+                vec![twice("id", "/users/{id}/x/{id}/{id}")],
+            ),
+            ("/users/{id}/{r#id}", vec![raw("/users/{id}/{r#id}")]),
+            (
+                "/{a}/{b}/{a}/{b}/{a}",
+                vec![
+                    twice("a", "/{a}/{b}/{a}/{b}/{a}"),
+                    twice("b", "/{a}/{b}/{a}/{b}/{a}"),
+                ],
+            ),
+            ("/{id}/{id}/{r#id}", vec![twice("id", "/{id}/{id}/{r#id}")]),
+        ] {
+            let t = template(s);
+            assert_eq!(t.problems, want, "{s}");
+            assert!(t.names_complete, "{s}");
+        }
+    }
+
+    /// The same `{...}` that is no name, written twice, is one problem.
+    #[test]
+    fn template_the_same_bad_brace_twice_is_one_problem() {
+        for s in ["/a/{1x}/{1x}", "/a/{ id }/{ id }"] {
+            assert_eq!(
+                template(s).problems.len(),
+                1,
+                "{s}: {:?}",
+                template(s).problems
+            );
+        }
+    }
+
+    /// Whether the names read are every name the template holds: not once a `{...}`
+    /// is no name or the braces do not balance.
+    #[test]
+    fn template_names_are_complete_unless_a_brace_is_unreadable() {
+        for s in [
+            "/a/{id}",
+            "users/{id}",
+            "/a/{id}?x",
+            "/../{id}",
+            "/a/{id}/{id}",
+        ] {
+            assert!(template(s).names_complete, "{s}");
+        }
+        for s in [
+            "/a/{id",
+            "/a/id}",
+            "/a/{}",
+            "/a/{1x}",
+            "/a/{ id }",
+            "/a/{{id}}",
+        ] {
+            assert!(!template(s).names_complete, "{s}");
         }
     }
 

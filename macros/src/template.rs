@@ -20,12 +20,18 @@ pub struct Parsed {
     pub names: Vec<String>,
     /// What is wrong with the template, if anything.
     pub problems: Vec<String>,
+    /// Whether `names` holds every name the template has: not once a `{...}` is no
+    /// name or the braces do not balance. A name written twice is still one name.
+    pub names_complete: bool,
 }
 
 pub fn parse(value: &str) -> Parsed {
     let mut parts = Vec::new();
     let mut names: Vec<String> = Vec::new();
     let mut problems = Vec::new();
+    let mut names_complete = true;
+    // Names written more than once, each reported at its first repeat.
+    let mut repeated: Vec<&str> = Vec::new();
     if !value.starts_with('/') {
         problems.push(format!(
             "path template `{value}` must start with `/`, such as `\"/users/{{id}}\"`"
@@ -68,6 +74,7 @@ pub fn parse(value: &str) -> Parsed {
                     problems.push(format!(
                         "unbalanced braces in path template `{value}`: `{{` is never closed"
                     ));
+                    names_complete = false;
                     break;
                 };
                 let name = &rest[1..end];
@@ -75,6 +82,7 @@ pub fn parse(value: &str) -> Parsed {
                     problems.push(format!(
                         "unbalanced braces in path template `{value}`: `{{` inside `{{...}}`"
                     ));
+                    names_complete = false;
                     break;
                 }
                 // Exactly an identifier (`syn` alone would skip spaces and comments);
@@ -83,19 +91,36 @@ pub fn parse(value: &str) -> Parsed {
                 // `r#r#x` is no identifier: `r#` is stripped once.
                 let bare_ok = !bare.starts_with("r#");
                 let is_ident = |s: &str| syn::parse_str::<Ident>(s).is_ok_and(|i| i == s);
+                // A `{...}` that is no name, written twice, is one problem too.
+                let mut once = |problem: String| {
+                    if !problems.contains(&problem) {
+                        problems.push(problem);
+                    }
+                };
                 if name.trim() != name && !name.trim().is_empty() {
-                    problems.push(format!(
+                    once(format!(
                         "`{{{name}}}` in path template `{value}` has spaces: write `{{{}}}`",
                         name.trim()
                     ));
+                    names_complete = false;
                 } else if !bare_ok || (!is_ident(bare) && !is_ident(&format!("r#{bare}"))) {
-                    problems.push(format!(
+                    once(format!(
                         "`{{{name}}}` in path template `{value}` must name a parameter, such as `{{id}}`"
                     ));
+                    names_complete = false;
                 } else if names.iter().any(|n| n == bare) {
-                    problems.push(format!(
-                        "`{{{name}}}` appears twice in path template `{value}`"
-                    ));
+                    // Once per name, however often (and however spelled: `{r#id}`)
+                    // it is written again.
+                    if !repeated.contains(&bare) {
+                        repeated.push(bare);
+                        once(if name == bare {
+                            format!("`{{{name}}}` appears twice in path template `{value}`")
+                        } else {
+                            format!(
+                                "`{{{name}}}` names `{bare}` a second time in path template `{value}`"
+                            )
+                        });
+                    }
                 } else {
                     if !text.is_empty() {
                         parts.push(Part::Lit(std::mem::take(&mut text)));
@@ -109,6 +134,7 @@ pub fn parse(value: &str) -> Parsed {
                 problems.push(format!(
                     "unbalanced braces in path template `{value}`: `}}` without `{{`"
                 ));
+                names_complete = false;
                 break;
             }
             _ => {
@@ -166,5 +192,6 @@ pub fn parse(value: &str) -> Parsed {
         parts,
         names,
         problems,
+        names_complete,
     }
 }

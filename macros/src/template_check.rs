@@ -66,6 +66,13 @@ pub fn check(s: &str, parts: &[Part], names: &[String], problems: &[String]) -> 
         );
         ensure!(!names[..i].contains(name), "{s:?}: {name:?} twice");
     }
+    // Each problem is said once (a name written three times is one problem).
+    for (i, problem) in problems.iter().enumerate() {
+        ensure!(
+            !problems[..i].contains(problem),
+            "{s:?}: {problem:?} said twice"
+        );
+    }
     if !problems.is_empty() {
         return Ok(());
     }

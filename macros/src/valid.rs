@@ -711,8 +711,10 @@ fn check_params(cx: &Ctxt, e: &Endpoint) {
         }
         match p.roles.first() {
             None if p.in_path => {}
-            // Without a (well-formed) template, whether it fills `{name}` is unknown.
-            None if template.is_none_or(|t| !t.problems.is_empty()) => {}
+            // Without a template whose every `{name}` could be read, whether it fills
+            // one is unknown. A template with other problems (a name written twice, no
+            // leading `/`) still names what it names.
+            None if template.is_none_or(|t| !t.names_complete) => {}
             None => cx.error_spanned_by(
                 &p.pat,
                 format!(
@@ -721,7 +723,7 @@ fn check_params(cx: &Ctxt, e: &Endpoint) {
             ),
             Some(role) => match &role.kind {
                 RoleKind::Path if !p.in_path => {
-                    if let Some(t) = template {
+                    if let Some(t) = template.filter(|t| t.names_complete) {
                         cx.error_at(
                             role.span,
                             format!("`#[path]` parameter `{name}` has no `{{{name}}}` in the path template `{}`", t.value),
