@@ -20,19 +20,24 @@ pub trait Moved {
     async fn start(&self) -> Result<String, ApiError>;
 }
 
-/// Regression: a redirect to another scheme was refused with a message naming the
-/// scheme as the server wrote it, unbounded; the call's "call failed" event logs that
-/// message, so a `Location` of 5,000 letters and a colon put 5,000 bytes of the
-/// server's text into the error and into the log.
-#[tokio::test(start_paused = true)]
-async fn a_refused_redirect_scheme_is_bounded_in_the_error_and_the_log() {
+/// Every event at every level, as text, for as long as the guard lives.
+fn capture_logs() -> (LogBuffer, tracing::subscriber::DefaultGuard) {
     let logs = LogBuffer::default();
     let subscriber = tracing_subscriber::fmt()
         .with_writer(logs.clone())
         .with_max_level(tracing::Level::TRACE)
         .with_ansi(false)
         .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    (logs, tracing::subscriber::set_default(subscriber))
+}
+
+/// Regression: a redirect to another scheme was refused with a message naming the
+/// scheme as the server wrote it, unbounded; the call's "call failed" event logs that
+/// message, so a `Location` of 5,000 letters and a colon put 5,000 bytes of the
+/// server's text into the error and into the log.
+#[tokio::test(start_paused = true)]
+async fn a_refused_redirect_scheme_is_bounded_in_the_error_and_the_log() {
+    let (logs, _guard) = capture_logs();
 
     let scheme = "a".repeat(5000);
     let location = format!("{scheme}:x");
@@ -85,13 +90,7 @@ fn renderings(e: &ApiError) -> Vec<String> {
 /// of the call shows any of it.
 #[tokio::test(start_paused = true)]
 async fn a_refused_location_is_never_printed_whole() {
-    let logs = LogBuffer::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(logs.clone())
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (logs, _guard) = capture_logs();
 
     let tail = "ada-5e1:pw-5e1@example.test/x?token=q-5e1#state=f-5e1";
     let cases: [(&str, Vec<Step>, ErrorKind, &str); 5] = [

@@ -162,6 +162,20 @@ impl Transport for Logging {
     }
 }
 
+/// `login()` over `t` through [`Logging`], answered `hi`: the response heads it logged.
+async fn login_through_a_logger(t: &ScriptedTransport) -> Vec<String> {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let api: SecretsClient = scripted_builder(t)
+        .transport(Logging {
+            inner: t.clone(),
+            seen: Arc::clone(&seen),
+        })
+        .build()
+        .expect("builds");
+    assert_eq!(api.login().await.expect("answered").into_value(), "hi");
+    seen.lock().expect("not poisoned").clone()
+}
+
 /// Regression: `HttpResponse` derived `Debug` and printed `Set-Cookie` as it came,
 /// so a transport wrapper logging the responses it passes on leaked the session.
 #[tokio::test(start_paused = true)]
@@ -170,16 +184,7 @@ async fn a_transport_response_printed_shows_no_cookie() {
         .header("set-cookie", &format!("session={CANARY}; HttpOnly"))
         .header("x-request-id", "r-1")
         .body("hi")]);
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let api: SecretsClient = scripted_builder(&t)
-        .transport(Logging {
-            inner: t.clone(),
-            seen: Arc::clone(&seen),
-        })
-        .build()
-        .unwrap();
-    assert_eq!(api.login().await.unwrap().into_value(), "hi");
-    let printed = seen.lock().unwrap().join("\n");
+    let printed = login_through_a_logger(&t).await.join("\n");
     assert!(printed.contains("r-1"), "{printed}");
     assert!(!printed.contains(CANARY), "leaked: {printed}");
 }
@@ -196,16 +201,7 @@ async fn a_redirect_printed_shows_its_location_redacted() {
         ),
         Step::status(200).header("x-request-id", "r-2").body("hi"),
     ]);
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let api: SecretsClient = scripted_builder(&t)
-        .transport(Logging {
-            inner: t.clone(),
-            seen: Arc::clone(&seen),
-        })
-        .build()
-        .unwrap();
-    assert_eq!(api.login().await.unwrap().into_value(), "hi");
-    let printed = seen.lock().unwrap().clone();
+    let printed = login_through_a_logger(&t).await;
     assert_eq!(printed.len(), 2);
     assert!(
         printed[0].contains(r#""location": "https://example.test/login?[redacted]#[redacted]""#),

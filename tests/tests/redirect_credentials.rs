@@ -13,18 +13,26 @@ pub trait Moved {
     async fn search(&self, #[query("api_key", secret)] key: &str) -> Result<String, ApiError>;
 }
 
-#[tokio::test(start_paused = true)]
-async fn credentials_stay_dropped_after_the_chain_leaves_the_origin() {
-    let t = ScriptedTransport::new([
-        Step::status(302).header("location", "https://other.test/a"),
-        Step::status(307).header("location", "/b"),
-        Step::status(200).body("done"),
-    ]);
+/// `start("key-456")` with a bearer token, over a script of two redirects and a
+/// `done`: the transport, to read what each hop sent.
+async fn start_with_credentials(steps: [Step; 3]) -> ScriptedTransport {
+    let t = ScriptedTransport::new(steps);
     let api: MovedClient = tests::scripted_builder(&t)
         .bearer_auth("token-123")
         .build()
         .expect("builds");
     assert_eq!(api.start("key-456").await.expect("followed"), "done");
+    t
+}
+
+#[tokio::test(start_paused = true)]
+async fn credentials_stay_dropped_after_the_chain_leaves_the_origin() {
+    let t = start_with_credentials([
+        Step::status(302).header("location", "https://other.test/a"),
+        Step::status(307).header("location", "/b"),
+        Step::status(200).body("done"),
+    ])
+    .await;
     let requests = t.requests();
     let urls: Vec<&str> = requests.iter().map(|r| r.url.as_str()).collect();
     assert_eq!(
@@ -99,16 +107,12 @@ async fn a_secret_query_parameter_is_dropped_when_the_origin_changes() {
 /// reqwest's and hyper's traces printed); the hop drops it, on the origin or off it.
 #[tokio::test(start_paused = true)]
 async fn a_location_with_user_info_is_followed_without_it() {
-    let t = ScriptedTransport::new([
+    let t = start_with_credentials([
         Step::status(302).header("location", "https://ada:pass-789@example.test/b?page=2"),
         Step::status(307).header("location", "https://bob:pass-012@other.test/c"),
         Step::status(200).body("done"),
-    ]);
-    let api: MovedClient = tests::scripted_builder(&t)
-        .bearer_auth("token-123")
-        .build()
-        .expect("builds");
-    assert_eq!(api.start("key-456").await.expect("followed"), "done");
+    ])
+    .await;
     let requests = t.requests();
     let urls: Vec<&str> = requests.iter().map(|r| r.url.as_str()).collect();
     assert_eq!(
