@@ -49,7 +49,7 @@ use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -68,11 +68,19 @@ type Output = Result<Arc<Answer>, Ended>;
 type Execution = Pin<Box<dyn Future<Output = Output> + Send>>;
 type SharedCall = Shared<Execution>;
 /// Per key: the execution, its callers' deadlines, and its attempts so far.
-type Calls = HashMap<Key, (WeakShared<Execution>, Arc<CallersDeadline>, Arc<AtomicU32>)>;
+type Calls = HashMap<Key, (WeakShared<Execution>, Arc<Callers>, Arc<AtomicU32>)>;
 
-/// The deadlines of the callers an execution has now. A caller takes its deadline
-/// with it when it leaves, so the bound is always that of the callers still waiting.
-pub(crate) struct CallersDeadline(Mutex<Deadlines>);
+/// What an execution keeps for the callers it has now: their deadlines, and the last
+/// error status it received.
+pub(crate) struct Callers {
+    /// A caller takes its deadline with it when it leaves, so the bound is always
+    /// that of the callers still waiting.
+    deadlines: Mutex<Deadlines>,
+    /// The last error status an attempt received (0: none yet): each caller's span
+    /// carries it when the caller leaves without an answer with a status of its own
+    /// (its deadline, an attempt timeout after a 503), as a call's own span does.
+    status: AtomicU16,
+}
 
 /// A multiset of deadlines: how many callers have none, and the deadlines of the
 /// others. Most executions have one caller: its deadline is kept inline, and the map
@@ -84,19 +92,27 @@ struct Deadlines {
     more: BTreeMap<Instant, usize>,
 }
 
-impl CallersDeadline {
+impl Callers {
     /// The deadlines of an execution's first caller: [`join`](Self::join) on an
     /// empty set, without taking the lock.
     fn new(first: Option<Instant>) -> Self {
-        CallersDeadline(Mutex::new(Deadlines {
-            unbounded: usize::from(first.is_none()),
-            first,
-            more: BTreeMap::new(),
-        }))
+        Callers {
+            deadlines: Mutex::new(Deadlines {
+                unbounded: usize::from(first.is_none()),
+                first,
+                more: BTreeMap::new(),
+            }),
+            status: AtomicU16::new(0),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Deadlines> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.deadlines.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// An attempt of the execution received the error status `status`.
+    pub(crate) fn received(&self, status: u16) {
+        self.status.store(status, Ordering::Relaxed);
     }
 
     /// A caller with `deadline` joined.
@@ -190,6 +206,7 @@ pub(crate) async fn join(
     prepared: Prepared,
     deadline: Option<Instant>,
     attempts: &AtomicU32,
+    call_span: Option<&tracing::Span>,
 ) -> Result<RawResponse, ApiError> {
     let mut headers: Vec<(String, Vec<u8>)> = prepared
         .headers
@@ -207,7 +224,7 @@ pub(crate) async fn join(
         headers,
         body: prepared.body.clone(),
     };
-    let (shared, made, callers): (SharedCall, Arc<AtomicU32>, Arc<CallersDeadline>) = {
+    let (shared, made, callers): (SharedCall, Arc<AtomicU32>, Arc<Callers>) = {
         let mut map = inner.coalescer.lock();
         let running = map.get(&key).and_then(|(weak, callers, made)| {
             let s = weak.upgrade().filter(|s| s.peek().is_none())?;
@@ -217,7 +234,7 @@ pub(crate) async fn join(
         match running {
             Some(running) => running,
             None => {
-                let callers = Arc::new(CallersDeadline::new(deadline));
+                let callers = Arc::new(Callers::new(deadline));
                 let made = Arc::new(AtomicU32::new(0));
                 let s = start(
                     inner.clone(),
@@ -239,6 +256,7 @@ pub(crate) async fn join(
         call: Some(shared),
         callers,
         deadline,
+        call_span,
     };
     let output = match &mut share.call {
         // After every poll, the execution's attempts so far are this caller's too: a
@@ -292,13 +310,22 @@ struct Share<'a> {
     key: Key,
     call: Option<SharedCall>,
     /// The execution's callers, and this caller's deadline, which leaves with it.
-    callers: Arc<CallersDeadline>,
+    callers: Arc<Callers>,
     deadline: Option<Instant>,
+    /// The caller's span, which takes the last error status the execution received
+    /// as the caller leaves; an answer's own status is recorded over it afterwards.
+    call_span: Option<&'a tracing::Span>,
 }
 
 impl Drop for Share<'_> {
     fn drop(&mut self) {
         self.callers.leave(self.deadline);
+        let status = self.callers.status.load(Ordering::Relaxed);
+        if let Some(span) = self.call_span
+            && status != 0
+        {
+            crate::pipeline::record_status(span, status);
+        }
         // Outside the lock: this may drop the execution, aborting its request.
         drop(self.call.take());
         let mut map = self.coalescer.lock();
@@ -316,7 +343,7 @@ fn start(
     inner: Arc<ClientInner>,
     index: usize,
     prepared: Prepared,
-    callers: Arc<CallersDeadline>,
+    callers: Arc<Callers>,
     attempts: Arc<AtomicU32>,
 ) -> SharedCall {
     // A span of its own, a root that follows from the caller who started it: the
@@ -388,7 +415,7 @@ mod tests {
     fn the_bound_is_the_latest_deadline_of_the_callers_still_waiting() {
         let t0 = Instant::now();
         let (early, late) = (t0 + Duration::from_secs(1), t0 + Duration::from_secs(2));
-        let callers = CallersDeadline::new(Some(early));
+        let callers = Callers::new(Some(early));
         callers.join(Some(late));
         callers.join(Some(late));
         assert_eq!(callers.get(), Some(late));

@@ -4,7 +4,8 @@
 //! Install any `tracing` subscriber to see a span per call (`http.client`) and per
 //! attempt (`http.attempt`; a coalesced execution's attempts sit in its own
 //! `http.client.shared` span, a root that follows from the caller who started it, so
-//! no caller's span outlives its call), named with OpenTelemetry's HTTP-client fields
+//! no caller's span outlives its call, and each caller's span carries the last status
+//! that execution received), named with OpenTelemetry's HTTP-client fields
 //! (`http.request.method`, `url.template`, `http.response.status_code`,
 //! `http.request.resend_count`), and events for retries, breaker transitions and
 //! rejections. A call that fails says so with a `call failed` event in its span,

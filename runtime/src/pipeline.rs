@@ -678,7 +678,7 @@ pub(crate) struct Call<'a> {
     pub(crate) deadline: Option<Instant>,
     /// For a shared (coalesced) execution, which has no deadline of its own: the
     /// latest deadline among its callers, which bounds its waits instead.
-    pub(crate) callers: Option<&'a crate::coalesce::CallersDeadline>,
+    pub(crate) callers: Option<&'a crate::coalesce::Callers>,
     pub(crate) attempts: &'a AtomicU32,
     pub(crate) streaming: bool,
     /// The running attempt's limit, for the call's one timer.
@@ -724,6 +724,7 @@ impl Call<'_> {
                     prepared.clone(),
                     self.deadline,
                     self.attempts,
+                    self.call_span,
                 ))
                 .await;
             }
@@ -900,7 +901,7 @@ impl Call<'_> {
         let Some(result) = result else {
             return First::Answered(Err(deadline_passed(total)));
         };
-        let outcome = judge(&result, &span, Some(call_span));
+        let outcome = judge(&result, &span, Some(call_span), None);
         // In the loop's order: the slot is given back and the attempt's span closed as
         // the attempt ends, then the verdict is recorded, inside the call's span (a
         // breaker's transition is logged there).
@@ -1234,7 +1235,7 @@ impl Call<'_> {
             }
             // Recorded later (a hedge branch, a coalesced execution): the end is now.
             let ended = (!driven).then(Instant::now);
-            let outcome = judge(&result, &span, self.call_span);
+            let outcome = judge(&result, &span, self.call_span, self.callers);
             Ok((
                 result,
                 Verdict {
@@ -1788,12 +1789,14 @@ fn attempt_span(resend: u32) -> tracing::Span {
 
 /// What an attempt's result tells the breaker; its status goes on the attempt's span,
 /// and an error status on the call's too (`call_span`; a shared execution serves
-/// several calls and has none). Never on the current span: with the client's spans
-/// filtered out, that is the caller's own.
+/// several calls and has none: it keeps the status for its `callers`, whose spans take
+/// it as they leave). Never on the current span: with the client's spans filtered
+/// out, that is the caller's own.
 fn judge(
     result: &Result<RawResponse, Failure>,
     span: &tracing::Span,
     call_span: Option<&tracing::Span>,
+    callers: Option<&crate::coalesce::Callers>,
 ) -> Outcome {
     match result {
         Ok(raw) => {
@@ -1808,6 +1811,8 @@ fn judge(
                 // one over it.
                 if let Some(call) = call_span {
                     record_status(call, s);
+                } else if let Some(callers) = callers {
+                    callers.received(s);
                 }
             }
             match failure.error.kind() {
@@ -1829,7 +1834,7 @@ fn judge(
 
 /// Record the response's status on `span`. A span nobody listens to is skipped:
 /// `Span::record` looks its field up by name even then, on every call.
-fn record_status(span: &tracing::Span, status: u16) {
+pub(crate) fn record_status(span: &tracing::Span, status: u16) {
     if !span.is_disabled() {
         span.record("http.response.status_code", status);
     }

@@ -455,6 +455,144 @@ async fn a_coalesced_callers_span_closes_when_its_call_ends() {
     assert_eq!(attempts[0].closed_ms, Some(50));
 }
 
+/// A coalesced read retried once, 50 ms after a 503; and the same read whose 503
+/// opens the breaker, which refuses the retry.
+#[resilient_api(
+    timeout(attempt = "1s"),
+    retry(max = 1, backoff = fixed(delay = "50ms"), on = [503])
+)]
+pub trait SharedRetried {
+    #[get("/config")]
+    #[coalesce]
+    async fn config(&self) -> Result<String, ApiError>;
+}
+
+/// One failure opens the breaker for 30 s.
+#[resilient_api(
+    timeout(attempt = "1s"),
+    retry(max = 1, backoff = fixed(delay = "10ms"), on = [503]),
+    breaker(failures = 1, reset = "30s")
+)]
+pub trait SharedFragile {
+    #[get("/config")]
+    #[coalesce]
+    async fn config(&self) -> Result<String, ApiError>;
+}
+
+/// The `http.client` spans of `seen`'s two callers (opened at 0 and 1 ms), each
+/// closed at its end and carrying `status`, as a call of its own would.
+fn two_callers_with_status(seen: &Seen, statuses: [u64; 2], closed: [u64; 2]) {
+    let calls = named(seen, "http.client");
+    assert_eq!(calls.len(), 2, "{:?}", seen.spans);
+    for ((call, status), (opened, closed)) in calls
+        .iter()
+        .zip(statuses)
+        .zip([0, 1].into_iter().zip(closed))
+    {
+        let mut fields = call_fields(status);
+        fields.insert("url.template", s("/config"));
+        fields.insert("endpoint", s("config"));
+        assert_eq!(call.fields, fields, "the caller opened at {opened} ms");
+        assert_eq!((call.opened_ms, call.closed_ms), (opened, Some(closed)));
+    }
+}
+
+/// Every caller of a coalesced call ends with the status its answer had on its own
+/// `http.client` span, as a call of its own does: a shared 200, a shared 503, a
+/// shared refusal of the retry of a 503 (the status its source had).
+#[tokio::test(start_paused = true)]
+async fn a_coalesced_callers_span_carries_the_status_its_answer_had() {
+    let t = ScriptedTransport::new([Step::status(503).body("busy").delay(ms(10))]);
+    let api = scripted::<SharedClient>(&t);
+    let ((a, b), seen) = captured(async {
+        tokio::join!(api.config(), async {
+            tokio::time::sleep(ms(1)).await;
+            api.config().await
+        })
+    })
+    .await;
+    assert_eq!(t.attempts(), 1, "one shared request");
+    for e in [a.expect_err("503"), b.expect_err("503")] {
+        assert_eq!((e.kind(), e.status()), (ErrorKind::Status, Some(503)));
+    }
+    two_callers_with_status(&seen, [503, 503], [10, 10]);
+
+    let t = ScriptedTransport::new([Step::status(200).body("ok").delay(ms(10))]);
+    let api = scripted::<SharedClient>(&t);
+    let ((a, b), seen) = captured(async {
+        tokio::join!(api.config(), async {
+            tokio::time::sleep(ms(1)).await;
+            api.config().await
+        })
+    })
+    .await;
+    assert_eq!(t.attempts(), 1, "one shared request");
+    assert_eq!((a.expect("ok"), b.expect("ok")), ("ok".into(), "ok".into()));
+    two_callers_with_status(&seen, [200, 200], [10, 10]);
+
+    let t = ScriptedTransport::new([Step::status(503).body("busy").delay(ms(10))]);
+    let api = scripted::<SharedFragileClient>(&t);
+    let ((a, b), seen) = captured(async {
+        tokio::join!(api.config(), async {
+            tokio::time::sleep(ms(1)).await;
+            api.config().await
+        })
+    })
+    .await;
+    assert_eq!(t.attempts(), 1, "one shared request");
+    for e in [a.expect_err("refused"), b.expect_err("refused")] {
+        assert_eq!(e.kind(), ErrorKind::CircuitOpen);
+    }
+    two_callers_with_status(&seen, [503, 503], [10, 10]);
+}
+
+/// A coalesced caller that leaves before the shared answer (its own deadline, or
+/// the shared attempt's timeout after a 503) keeps the last status the execution had
+/// received by then on its span, as a call of its own keeps the last status it
+/// received (`a_call_a_timeout_ends_keeps_the_last_status_it_received`).
+#[tokio::test(start_paused = true)]
+async fn a_coalesced_caller_a_timeout_ends_keeps_the_last_status_received() {
+    // A (deadline 30 ms) leaves in the backoff after the 503 at 5 ms; B is served by
+    // the retry at 55 ms.
+    let t = ScriptedTransport::new([
+        Step::status(503).body("busy").delay(ms(5)),
+        Step::status(200).body("ok"),
+    ]);
+    let clock = Clock::start();
+    let api = scripted::<SharedRetriedClient>(&t);
+    let short = api.with_options(CallOptions::new().deadline(ms(30)));
+    let ((a, b), seen) = captured(async {
+        tokio::join!(short.config(), async {
+            tokio::time::sleep(ms(1)).await;
+            api.config().await
+        })
+    })
+    .await;
+    assert_eq!(a.expect_err("A's deadline").kind(), ErrorKind::Deadline);
+    assert_eq!(b.expect("B is served by the retry"), "ok");
+    assert_eq!(clock.now_ms(), 55);
+    assert_eq!(t.dispatch_times(), [ms(0), ms(55)]);
+    two_callers_with_status(&seen, [503, 200], [30, 55]);
+
+    // The retry (at 55 ms) outlives its 1 s attempt timeout: both callers end with
+    // AttemptTimeout at 1055 ms, each keeping the 503.
+    let t = ScriptedTransport::new([Step::status(503).body("busy").delay(ms(5)), Step::hang()]);
+    let clock = Clock::start();
+    let api = scripted::<SharedRetriedClient>(&t);
+    let ((a, b), seen) = captured(async {
+        tokio::join!(api.config(), async {
+            tokio::time::sleep(ms(1)).await;
+            api.config().await
+        })
+    })
+    .await;
+    for e in [a.expect_err("timed out"), b.expect_err("timed out")] {
+        assert_eq!(e.kind(), ErrorKind::AttemptTimeout);
+    }
+    assert_eq!(clock.now_ms(), 1055);
+    two_callers_with_status(&seen, [503, 503], [1055, 1055]);
+}
+
 /// The events that happened in the span `id`, in order: when, and every field.
 fn events_in(seen: &Seen, id: u64) -> Vec<(u64, BTreeMap<&'static str, Value>)> {
     seen.events
