@@ -19,7 +19,9 @@
 //! client's `header()` gave its value, or set as a client-wide secret) print as
 //! `[redacted]` in every `Debug`. Query strings and fragments print with every value
 //! redacted; a `Location` (or `Content-Location`) header prints without its user
-//! info, and with its query and fragment, if any, as `[redacted]`.
+//! info, and with its query and fragment, if any, as `[redacted]`. A body, a
+//! request's or a response's (`RawResponse`, `HttpResponse`), prints as its length
+//! only (`N bytes`, or `stream`), never its bytes.
 //!
 //! # Metrics
 //! With the feature `metrics`, a call reports through the `metrics` facade to whatever

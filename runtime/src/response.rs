@@ -682,7 +682,8 @@ pub struct RawResponse {
 }
 
 impl fmt::Debug for RawResponse {
-    /// Secret headers are shown as `[redacted]`.
+    /// Secret headers are shown as `[redacted]`, and the body as its length only (see
+    /// [`RawBody`]).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RawResponse")
             .field("status", &self.status)
@@ -697,7 +698,9 @@ impl fmt::Debug for RawResponse {
 /// A body, read whole or still streaming.
 ///
 /// It is [`Streaming`](RawBody::Streaming) only for a decoder whose
-/// [`STREAMING`](decode::Decoder::STREAMING) is `true`.
+/// [`STREAMING`](decode::Decoder::STREAMING) is `true`. Its `Debug` shows the body's
+/// length only (`N bytes`, or `stream` for one still to read), never its bytes, which
+/// may hold a secret (a token response, a session), as a request body's does.
 ///
 /// ```
 /// use resilient_api::response::RawBody;
@@ -705,14 +708,24 @@ impl fmt::Debug for RawResponse {
 ///
 /// let body = RawBody::Buffered(Bytes::from_static(b"{}"));
 /// assert!(matches!(body, RawBody::Buffered(ref b) if b.len() == 2));
+/// assert_eq!(format!("{body:?}"), "2 bytes");
 /// ```
-#[derive(Debug)]
 pub enum RawBody {
     /// Read whole (bounded by the size limit).
     Buffered(Bytes),
     /// Still to read. Boxed: the rare case should not make every response (moved up
     /// through each layer of the pipeline) larger.
     Streaming(Box<ResponseStream>),
+}
+
+impl fmt::Debug for RawBody {
+    /// The body's length (`N bytes`), or `stream`: never its bytes.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RawBody::Buffered(b) => write!(f, "{} bytes", b.len()),
+            RawBody::Streaming(_) => f.write_str("stream"),
+        }
+    }
 }
 
 pub mod decode {

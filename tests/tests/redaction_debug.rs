@@ -3,9 +3,10 @@
 
 use std::sync::{Arc, Mutex};
 
+use resilient_api::response::{RawBody, RawResponse};
 use resilient_api::testing::{ScriptedTransport, Step};
 use resilient_api::transport::{HttpRequest, SendFuture, Transport};
-use resilient_api::{ApiError, Response, resilient_api};
+use resilient_api::{ApiError, Bytes, Response, ResponseStream, resilient_api};
 use tests::scripted_builder;
 
 const CANARY: &str = "CANARY-51c2";
@@ -33,6 +34,10 @@ pub trait Secrets {
     /// A body that holds a password.
     #[post("/session")]
     async fn sign_in(&self, #[body] login: &serde_json::Value) -> Result<String, ApiError>;
+
+    /// A token, streamed.
+    #[post("/token")]
+    async fn token_stream(&self) -> Result<ResponseStream, ApiError>;
 }
 
 /// What a middleware printed of each request the client sent.
@@ -214,4 +219,50 @@ async fn a_redirect_printed_shows_its_location_redacted() {
         t.requests()[1].url,
         "https://example.test/login?token=CANARY-q#state=CANARY-f"
     );
+}
+
+/// Regression: `RawResponse`'s `Debug` (what a decoder is handed) printed its body
+/// whole, an OAuth token response's access token included, through `RawBody`'s
+/// derived `Debug`; both show the body's length only ("N bytes", or "stream"), as a
+/// request's body does.
+#[tokio::test(start_paused = true)]
+async fn a_raw_response_printed_shows_its_body_length_only() {
+    let token = format!(r#"{{"access_token":"{CANARY}","token_type":"bearer"}}"#);
+    assert_eq!(token.len(), 52);
+    let mut headers = http::HeaderMap::new();
+    headers.insert("content-type", "application/json".parse().expect("a value"));
+    headers.insert(
+        "set-cookie",
+        format!("session={CANARY}").parse().expect("a value"),
+    );
+    let raw = RawResponse {
+        status: http::StatusCode::OK,
+        headers,
+        body: RawBody::Buffered(Bytes::from(token)),
+        endpoint: "token",
+        attempts: 1,
+    };
+    assert_eq!(
+        format!("{raw:?}"),
+        r#"RawResponse { status: 200, headers: {"content-type": "application/json", "set-cookie": "[redacted]"}, body: 52 bytes, endpoint: "token", attempts: 1 }"#
+    );
+    assert_eq!(format!("{:?}", raw.body), "52 bytes");
+    assert_eq!(format!("{:?}", RawBody::Buffered(Bytes::new())), "0 bytes");
+
+    // A streamed body, still to read, prints as `stream`.
+    let t = ScriptedTransport::new([Step::status(200).body(format!("token={CANARY}"))]);
+    let api: SecretsClient = scripted_builder(&t).build().expect("builds");
+    let stream = api.token_stream().await.expect("answered");
+    let raw = RawResponse {
+        status: http::StatusCode::OK,
+        headers: http::HeaderMap::new(),
+        body: RawBody::Streaming(Box::new(stream)),
+        endpoint: "token_stream",
+        attempts: 1,
+    };
+    assert_eq!(
+        format!("{raw:?}"),
+        r#"RawResponse { status: 200, headers: {}, body: stream, endpoint: "token_stream", attempts: 1 }"#
+    );
+    assert_eq!(format!("{:?}", raw.body), "stream");
 }
