@@ -301,6 +301,19 @@ impl ApiError {
         self
     }
 
+    /// This refusal by a policy, with `cause` (the failure whose retry it refused) as
+    /// its source, saying when to come back: its own time (an open breaker's end, the
+    /// next token) or the server's `Retry-After` on `cause`, whichever is later; the
+    /// server's alone for a refusal without a time (the budget, the bulkhead).
+    pub(crate) fn refusing(mut self, cause: ApiError) -> Self {
+        if let Some(asked) = cause.inner.retry_at
+            && self.inner.retry_at.is_none_or(|own| asked > own)
+        {
+            self.set_retry_at(asked, asked.saturating_duration_since(Instant::now()));
+        }
+        self.with_source(cause)
+    }
+
     pub(crate) fn with_message(mut self, message: impl Into<String>) -> Self {
         self.inner.message = Some(message.into());
         self
@@ -566,7 +579,8 @@ impl ApiError {
     }
 
     /// When a new attempt may be made: as the server said (`Retry-After`), or when an
-    /// open breaker will admit one, or the rate limiter's next token.
+    /// open breaker will admit one, or the rate limiter's next token. For a retry
+    /// refused by a policy, by the rule given at [`ApiError::retry_after`].
     ///
     /// ```
     /// # use resilient_api::testing::{ScriptedTransport, Step};
@@ -596,6 +610,16 @@ impl ApiError {
     /// server's `Retry-After` as it asked (the retry policy's cap bounds only the
     /// client's own waits; a wait past what the clock can hold is given capped), or
     /// the time left on an open breaker or until the rate limiter's next token.
+    ///
+    /// A retry refused by a policy ([`ApiError::is_rejection`], the refused retry's
+    /// failure as its `source()`) says the later of two times: the refusal's own (an
+    /// open breaker's end, the next token) and the server's `Retry-After` on that
+    /// failure; a refusal without a time of its own (the retry budget, the bulkhead)
+    /// gives the server's alone, and says nothing when the server named no wait. So a
+    /// caller that schedules its own retry from it never comes back before the server
+    /// asked, even when the client's cap cut its own wait short. Counted from when the
+    /// call ended: zero once the server's instant has passed (a retry refused after
+    /// waiting for it).
     ///
     /// ```
     /// # use resilient_api::testing::{ScriptedTransport, Step};

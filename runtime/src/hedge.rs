@@ -23,8 +23,9 @@
 //!   call: shed load is never retried. No further branch starts, but the branches
 //!   already in flight keep running: one of them may still win, and a non-retryable
 //!   failure is still the answer. When none is left, the round ends with the first
-//!   rejection (its kind, and its `retry_at`), whose source is what the sent
-//!   branches got (a 503, or [`ErrorKind::AllHedgesFailed`] when several were sent),
+//!   rejection (its kind, and its `retry_at`, or the server's `Retry-After` from
+//!   its source when that is later: see [`ApiError::retry_after`]), whose source is
+//!   what the sent branches got (a 503, or [`ErrorKind::AllHedgesFailed`] when several were sent),
 //!   and the retry loop does not retry it. The rejection rather than the 503,
 //!   because it is why the call stopped short of its retry policy (as when a plain
 //!   call's retry is refused) and [`ApiError::is_rejection`] tells the caller so;
@@ -497,7 +498,7 @@ impl Call<'_> {
                 error: match failure {
                     Some(mut f) => {
                         self.stamp(&mut f.error);
-                        rejection.with_source(f.error)
+                        rejection.refusing(f.error)
                     }
                     None => rejection,
                 },

@@ -791,7 +791,7 @@ impl Call<'_> {
                                 && failure.error.is_rejection()
                                 && std::error::Error::source(&failure.error).is_none()
                             {
-                                failure.error = failure.error.with_source(last);
+                                failure.error = failure.error.refusing(last);
                             }
                             let (wait, error, payment) =
                                 self.next_wait(failure, round, replayable, &mut backoff)?;
@@ -1028,13 +1028,13 @@ impl Call<'_> {
             return Err(error);
         }
         if let Some(open) = resume.and_then(|r| self.still_open(r, now, "the backoff ends")) {
-            return Err(open.with_source(error));
+            return Err(open.refusing(error));
         }
         // Paid now, before the backoff, so that a retry the budget refuses does not
         // sleep first; given back if the retry is never sent (the hook below fails, a
         // policy refuses it, the call ends during the backoff).
         let Ok(paid) = self.pay(now) else {
-            return Err(ApiError::new(ErrorKind::BudgetExhausted).with_source(error));
+            return Err(ApiError::new(ErrorKind::BudgetExhausted).refusing(error));
         };
         if let Some(hook) = &self.inner.hooks.on_retry {
             let event = RetryEvent {

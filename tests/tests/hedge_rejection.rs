@@ -254,3 +254,24 @@ async fn a_hedge_refused_by_the_retry_budget_is_final_when_the_primary_then_fail
     assert_nothing_follows(&t, &retries, 1, &[0, 20, 950], 100).await;
     assert_follow_up_succeeds(&t, || api.search()).await;
 }
+
+/// Regression: the primary's 503 asked for 5 s, and the bulkhead's refusal of the
+/// hedge (a refusal with no time of its own) ended the call saying nothing of it
+/// (`retry_after()` was `None`). It gives the server's wait, from the call's end.
+#[tokio::test(start_paused = true)]
+async fn a_hedge_refused_by_the_bulkhead_gives_the_primarys_retry_after() {
+    let t = ScriptedTransport::new([Step::status(503)
+        .body("primary")
+        .header("retry-after", "5")
+        .delay(ms(50))]);
+    let start = Instant::now();
+    let clock = Clock::start();
+    let (api, retries) = counting::<NarrowClient>(&t);
+
+    let e = api.search().await.expect_err("the primary failed");
+    assert_eq!(clock.now_ms(), 50);
+    assert_rejected_with_primary_503(&e, ErrorKind::BulkheadFull);
+    assert_eq!(e.retry_at(), Some(start + ms(5050)));
+    assert_eq!(e.retry_after(), Some(ms(5000)));
+    assert_nothing_follows(&t, &retries, 0, &[0], 100).await;
+}

@@ -119,3 +119,161 @@ async fn retry_refused_by_the_breaker_keeps_the_last_failure() {
     assert_eq!(source_of(&e), Some((Some(503), Some("first".to_owned()))));
     assert_eq!(t.attempts(), 2);
 }
+
+// A refused retry's `retry_after()`: a refusal with a time of its own (an open
+// breaker's end, the next token) gives that; one without gives the server's
+// `Retry-After` from its source; with both, the later. Each server below asks for
+// 120 s, which `retry_after_cap = "1s"` cuts to a 1 s wait: the server's instant is
+// still ahead when the retry is refused.
+
+/// Asked-for waits honoured up to 1 s; one slot, no queue.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 1, backoff = fixed(delay = "20ms"), on = [503], retry_after_cap = "1s"),
+    bulkhead(concurrency = 1, queue = 0)
+)]
+pub trait CappedBulk {
+    #[get("/a")]
+    async fn a(&self) -> Result<String, ApiError>;
+}
+
+/// The bulkhead has no time of its own: the refusal gives the server's.
+#[tokio::test(start_paused = true)]
+async fn retry_refused_by_the_bulkhead_gives_the_servers_retry_after() {
+    let t = ScriptedTransport::new([
+        Step::status(503)
+            .body("overloaded")
+            .header("retry-after", "120"),
+        Step::hang(),
+    ]);
+    let start = Instant::now();
+    let clock = Clock::start();
+    let api = scripted::<CappedBulkClient>(&t);
+    let first = tokio::spawn({
+        let api = api.clone();
+        async move { api.a().await }
+    });
+    // At 1 ms, during the first call's 1 s wait, a second call takes the one slot.
+    tokio::time::sleep(ms(1)).await;
+    let holder = tokio::spawn({
+        let api = api.clone();
+        async move { api.a().await }
+    });
+    let err = first.await.unwrap().unwrap_err();
+    assert_eq!(
+        (err.kind(), clock.now_ms()),
+        (ErrorKind::BulkheadFull, 1000)
+    );
+    assert_eq!(
+        source_of(&err),
+        Some((Some(503), Some("overloaded".to_owned())))
+    );
+    assert_eq!(err.retry_at(), Some(start + ms(120_000)));
+    assert_eq!(err.retry_after(), Some(ms(119_000)));
+    assert_eq!(t.attempts(), 2);
+    holder.abort();
+}
+
+/// Asked-for waits honoured up to 1 s; a token every 2 s, burst 1.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 1, backoff = fixed(delay = "20ms"), on = [503], retry_after_cap = "1s"),
+    rate_limit(per_second = 0.5, burst = 1)
+)]
+pub trait CappedLimit {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+/// The next token (at 2 s) is past the 1.5 s deadline, and the server's 120 s is
+/// later still: the refusal gives the later of the two.
+#[tokio::test(start_paused = true)]
+async fn retry_refused_by_the_rate_limit_gives_the_later_of_its_token_and_the_servers_wait() {
+    let t = ScriptedTransport::new([Step::status(503)
+        .body("overloaded")
+        .header("retry-after", "120")]);
+    let start = Instant::now();
+    let clock = Clock::start();
+    let api = scripted::<CappedLimitClient>(&t);
+    let err = api
+        .with_options(CallOptions::new().deadline(ms(1500)))
+        .resource()
+        .await
+        .unwrap_err();
+    assert_eq!((err.kind(), clock.now_ms()), (ErrorKind::RateLimited, 1000));
+    assert_eq!(
+        source_of(&err),
+        Some((Some(503), Some("overloaded".to_owned())))
+    );
+    assert_eq!(err.retry_at(), Some(start + ms(120_000)));
+    assert_eq!(err.retry_after(), Some(ms(119_000)));
+    assert_eq!(t.attempts(), 1);
+    assert_nothing_leaked(&t);
+}
+
+/// The retry's token, at 100 ms, is past the 100 ms deadline; the 503 named no wait:
+/// the refusal gives its own time.
+#[tokio::test(start_paused = true)]
+async fn retry_refused_by_the_rate_limit_gives_its_token_when_the_server_named_no_wait() {
+    let t = ScriptedTransport::new([Step::status(503).body("overloaded")]);
+    let start = Instant::now();
+    let api = scripted::<LimitedRetryClient>(&t);
+    let err = api
+        .with_options(CallOptions::new().deadline(ms(100)))
+        .resource()
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::RateLimited);
+    assert_eq!(err.retry_at(), Some(start + ms(100)));
+    assert_eq!(err.retry_after(), Some(ms(80)), "from the refusal at 20 ms");
+}
+
+/// Asked-for waits honoured up to 1 s; one failure opens the breaker for 2 s.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 1, backoff = fixed(delay = "20ms"), on = [503], retry_after_cap = "1s"),
+    breaker(failures = 1, reset = "2s")
+)]
+pub trait CappedBreaker {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+/// The breaker will still be open when the 1 s wait ends (until 2 s), and the call
+/// ends at once with `CircuitOpen`; the server asked for 120 s, later than the
+/// breaker's end: the refusal gives the later.
+#[tokio::test(start_paused = true)]
+async fn retry_foreseen_open_gives_the_later_of_the_breakers_end_and_the_servers_wait() {
+    let t = ScriptedTransport::new([Step::status(503)
+        .body("overloaded")
+        .header("retry-after", "120")]);
+    let start = Instant::now();
+    let clock = Clock::start();
+    let api = scripted::<CappedBreakerClient>(&t);
+    let err = api.resource().await.unwrap_err();
+    assert_eq!((err.kind(), clock.now_ms()), (ErrorKind::CircuitOpen, 0));
+    assert_eq!(
+        source_of(&err),
+        Some((Some(503), Some("overloaded".to_owned())))
+    );
+    assert_eq!(err.retry_at(), Some(start + ms(120_000)));
+    assert_eq!(err.retry_after(), Some(ms(120_000)));
+    assert_eq!(t.attempts(), 1);
+    assert_nothing_leaked(&t);
+}
+
+/// The breaker's end (2 s) is later than the server's 1 s: the refusal gives the
+/// breaker's.
+#[tokio::test(start_paused = true)]
+async fn retry_foreseen_open_gives_the_breakers_end_when_it_is_later() {
+    let t = ScriptedTransport::new([Step::status(503)
+        .body("overloaded")
+        .header("retry-after", "1")]);
+    let start = Instant::now();
+    let api = scripted::<CappedBreakerClient>(&t);
+    let err = api.resource().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::CircuitOpen);
+    assert_eq!(err.retry_at(), Some(start + ms(2000)));
+    assert_eq!(err.retry_after(), Some(ms(2000)));
+    assert_eq!(t.attempts(), 1);
+}

@@ -45,6 +45,30 @@ async fn an_empty_budget_ends_the_call_with_the_last_error() {
     tests::assert_nothing_leaked(&t);
 }
 
+/// Regression: a 503 asking for 5 s, its retry refused by the budget: the
+/// `BudgetExhausted` said nothing of the 5 s (`retry_after()` was `None`), so a caller
+/// scheduling its own retry from it retried at once. The budget has no time of its
+/// own: the refusal gives the server's, from its source.
+#[tokio::test(start_paused = true)]
+async fn an_empty_budget_gives_the_servers_retry_after() {
+    let t = ScriptedTransport::new([Step::status(503).body("busy").header("retry-after", "5")]);
+    let start = tokio::time::Instant::now();
+    let api: BudgetedClient = tests::scripted_builder(&t)
+        .retry_budget(budget(0, 0.0))
+        .build()
+        .expect("builds");
+    let e = api.resource().await.expect_err("no retry allowed");
+    assert_eq!((e.kind(), e.attempts()), (ErrorKind::BudgetExhausted, 1));
+    assert_eq!(e.retry_after(), Some(Duration::from_secs(5)));
+    assert_eq!(e.retry_at(), Some(start + Duration::from_secs(5)));
+    let source = std::error::Error::source(&e)
+        .and_then(|s| s.downcast_ref::<ApiError>())
+        .expect("the last error is the source");
+    assert_eq!(source.retry_after(), Some(Duration::from_secs(5)));
+    assert_eq!(t.attempts(), 1);
+    tests::assert_nothing_leaked(&t);
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_budget_allows_a_fraction_of_recent_calls() {
     // 20% of recent calls, no floor: ten healthy calls earn exactly two retries.
