@@ -1823,7 +1823,14 @@ fn judge(
                 ErrorKind::Connect | ErrorKind::Transport | ErrorKind::AttemptTimeout => {
                     Outcome::Failure
                 }
-                ErrorKind::Status if failure.error.status().is_some_and(|s| s >= 500) => {
+                // A 5xx only: a status past 599 (`http` takes up to 999) is of no
+                // class HTTP defines, an answer like a 4xx, never a failure.
+                ErrorKind::Status
+                    if failure
+                        .error
+                        .status()
+                        .is_some_and(|s| (500..=599).contains(&s)) =>
+                {
                     Outcome::Failure
                 }
                 _ => Outcome::Ignored,

@@ -324,3 +324,60 @@ async fn an_answer_that_cannot_be_decoded_is_a_success_for_the_breaker() {
     assert_eq!((s.calls_in_window, s.failures_in_window), (1, 0));
     assert_eq!(t.attempts(), 8);
 }
+
+/// Two failures trip it; the default retry set, three attempts, 20 ms apart; and a
+/// plain endpoint in the same partition that never retries.
+#[resilient_api(
+    timeout(attempt = "10s"),
+    retry(max = 2, backoff = fixed(delay = "20ms")),
+    breaker(failures = 2, reset = "100ms")
+)]
+pub trait Odd {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+
+    #[get("/plain")]
+    #[retry(max = 0)]
+    async fn plain(&self) -> Result<String, ApiError>;
+}
+
+/// Regression: a status past 599 (`http` accepts up to 999) was judged a 5xx by the
+/// breaker (`>= 500`): a 503 then a 799 tripped a breaker of `failures = 2`. A status
+/// of no class HTTP defines is an answer, as a 4xx is: `ErrorKind::Status` with the
+/// status and body, never retried, and no breaker failure nor success (a run of
+/// failures goes on across it).
+#[tokio::test(start_paused = true)]
+async fn a_status_past_599_is_an_answer_never_retried_and_no_breaker_failure() {
+    let t = ScriptedTransport::new([
+        Step::status(503),
+        Step::status(600).body("six"),
+        Step::status(799).body("odd"),
+        Step::status(999).body("nine"),
+        Step::status(503),
+    ]);
+    let clock = Clock::start();
+    let api = scripted::<OddClient>(&t);
+    assert_eq!(api.plain().await.unwrap_err().status(), Some(503));
+    assert_eq!(api.circuit_state().consecutive_failures, 1);
+    for (code, body) in [(600, "six"), (799, "odd"), (999, "nine")] {
+        let e = api.resource().await.unwrap_err();
+        assert_eq!(
+            (e.kind(), e.status(), e.attempts()),
+            (ErrorKind::Status, Some(code), 1)
+        );
+        assert_eq!(e.body_text().as_deref(), Some(body));
+        let s = api.circuit_state();
+        assert_eq!(
+            (s.phase, s.consecutive_failures),
+            (Phase::Closed, 1),
+            "{code}"
+        );
+    }
+    assert_eq!(clock.now_ms(), 0, "no backoff: nothing was retried");
+    assert_eq!(t.attempts(), 4);
+    // The run of failures went on across them: the next 503 is the second.
+    assert_eq!(api.plain().await.unwrap_err().status(), Some(503));
+    assert_eq!(api.circuit_state().phase, Phase::Open);
+    assert_eq!(t.attempts(), 5);
+    assert_nothing_leaked(&t);
+}

@@ -676,3 +676,23 @@ async fn a_failing_upload_stream_over_reqwest_is_no_breaker_failure() {
     );
     assert_eq!(api.get().await.expect("the server is healthy"), "ok");
 }
+
+/// A status past 599 off the wire (`HTTP/1.1 799 Odd`) is an answer, as a 4xx is:
+/// `Status` with its code and body, a GET not retried, and no breaker failure: six
+/// in a row against the default breaker (five failures trip it) are six requests,
+/// none refused. Before, the breaker judged it a 5xx and refused the sixth.
+#[tokio::test]
+async fn a_799_off_the_wire_is_an_answer_not_retried_and_no_breaker_failure() {
+    let server = answer_each(b"HTTP/1.1 799 Odd\r\ncontent-length: 3\r\n\r\nodd").await;
+    let api = client(&server.base);
+    for _ in 0..6 {
+        let e = api.get().await.expect_err("799 is no success");
+        assert_eq!(
+            (e.kind(), e.status(), e.attempts()),
+            (ErrorKind::Status, Some(799), 1)
+        );
+        assert_eq!(e.body_text().as_deref(), Some("odd"));
+    }
+    quiet().await;
+    assert_eq!(server.requests(), 6);
+}

@@ -5,8 +5,9 @@
 //! failure rate over a window), calls are refused at once with
 //! [`ErrorKind::CircuitOpen`](crate::ErrorKind::CircuitOpen) until `reset` has passed;
 //! then `probes` trial attempts go through, and their outcome closes or reopens it.
-//! Failures are transport errors, timeouts and 5xx; 4xx and cancellations count as
-//! nothing. A 2xx is a success even when the client then cannot decode it: the
+//! Failures are transport errors, timeouts and 5xx; 4xx, a status past 599 (600 to
+//! 999, of no class HTTP defines: an answer, never retried) and cancellations count
+//! as nothing. A 2xx is a success even when the client then cannot decode it: the
 //! breaker judges whether the upstream answers, and a decode error says the client's
 //! type and the answer disagree, which no cooldown mends. Every attempt, retries and
 //! hedges included, asks for

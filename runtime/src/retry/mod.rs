@@ -9,7 +9,7 @@
 //! | connect refused, DNS failure (never sent) | any method |
 //! | reset, broken pipe, attempt timeout, body cut short | idempotent only |
 //! | status in the retry set | idempotent only |
-//! | any other status, decode failure | never |
+//! | any other status (a 600 to 999 too), decode failure | never |
 //! | cancelled, deadline passed, rejected by a policy | never |
 //!
 //! # Defaults
