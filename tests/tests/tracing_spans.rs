@@ -192,6 +192,18 @@ async fn captured<F: Future>(call: F) -> (F::Output, Seen) {
     (out, seen)
 }
 
+/// `first`, and `second` 1 ms later (so that it joins the first's execution), with
+/// what tracing recorded of both.
+async fn joined<A: Future, B: Future>(first: A, second: B) -> ((A::Output, B::Output), Seen) {
+    captured(async {
+        tokio::join!(first, async {
+            tokio::time::sleep(ms(1)).await;
+            second.await
+        })
+    })
+    .await
+}
+
 fn named<'a>(seen: &'a Seen, name: &str) -> Vec<&'a SpanSeen> {
     seen.spans.iter().filter(|s| s.name == name).collect()
 }
@@ -424,13 +436,7 @@ async fn a_coalesced_callers_span_closes_when_its_call_ends() {
     let t = ScriptedTransport::new([Step::status(200).body("ok").delay(ms(50))]);
     let api = scripted::<SharedClient>(&t);
     let short = api.with_options(CallOptions::new().deadline(ms(10)));
-    let ((a, b), seen) = captured(async {
-        tokio::join!(short.config(), async {
-            tokio::time::sleep(ms(1)).await;
-            api.config().await
-        })
-    })
-    .await;
+    let ((a, b), seen) = joined(short.config(), api.config()).await;
     assert_eq!(a.expect_err("A's deadline").kind(), ErrorKind::Deadline);
     assert_eq!(b.expect("B is served"), "ok");
     assert_eq!(t.attempts(), 1, "one shared request");
@@ -504,13 +510,7 @@ fn two_callers_with_status(seen: &Seen, statuses: [u64; 2], closed: [u64; 2]) {
 async fn a_coalesced_callers_span_carries_the_status_its_answer_had() {
     let t = ScriptedTransport::new([Step::status(503).body("busy").delay(ms(10))]);
     let api = scripted::<SharedClient>(&t);
-    let ((a, b), seen) = captured(async {
-        tokio::join!(api.config(), async {
-            tokio::time::sleep(ms(1)).await;
-            api.config().await
-        })
-    })
-    .await;
+    let ((a, b), seen) = joined(api.config(), api.config()).await;
     assert_eq!(t.attempts(), 1, "one shared request");
     for e in [a.expect_err("503"), b.expect_err("503")] {
         assert_eq!((e.kind(), e.status()), (ErrorKind::Status, Some(503)));
@@ -519,26 +519,14 @@ async fn a_coalesced_callers_span_carries_the_status_its_answer_had() {
 
     let t = ScriptedTransport::new([Step::status(200).body("ok").delay(ms(10))]);
     let api = scripted::<SharedClient>(&t);
-    let ((a, b), seen) = captured(async {
-        tokio::join!(api.config(), async {
-            tokio::time::sleep(ms(1)).await;
-            api.config().await
-        })
-    })
-    .await;
+    let ((a, b), seen) = joined(api.config(), api.config()).await;
     assert_eq!(t.attempts(), 1, "one shared request");
     assert_eq!((a.expect("ok"), b.expect("ok")), ("ok".into(), "ok".into()));
     two_callers_with_status(&seen, [200, 200], [10, 10]);
 
     let t = ScriptedTransport::new([Step::status(503).body("busy").delay(ms(10))]);
     let api = scripted::<SharedFragileClient>(&t);
-    let ((a, b), seen) = captured(async {
-        tokio::join!(api.config(), async {
-            tokio::time::sleep(ms(1)).await;
-            api.config().await
-        })
-    })
-    .await;
+    let ((a, b), seen) = joined(api.config(), api.config()).await;
     assert_eq!(t.attempts(), 1, "one shared request");
     for e in [a.expect_err("refused"), b.expect_err("refused")] {
         assert_eq!(e.kind(), ErrorKind::CircuitOpen);
@@ -561,13 +549,7 @@ async fn a_coalesced_caller_a_timeout_ends_keeps_the_last_status_received() {
     let clock = Clock::start();
     let api = scripted::<SharedRetriedClient>(&t);
     let short = api.with_options(CallOptions::new().deadline(ms(30)));
-    let ((a, b), seen) = captured(async {
-        tokio::join!(short.config(), async {
-            tokio::time::sleep(ms(1)).await;
-            api.config().await
-        })
-    })
-    .await;
+    let ((a, b), seen) = joined(short.config(), api.config()).await;
     assert_eq!(a.expect_err("A's deadline").kind(), ErrorKind::Deadline);
     assert_eq!(b.expect("B is served by the retry"), "ok");
     assert_eq!(clock.now_ms(), 55);
@@ -579,13 +561,7 @@ async fn a_coalesced_caller_a_timeout_ends_keeps_the_last_status_received() {
     let t = ScriptedTransport::new([Step::status(503).body("busy").delay(ms(5)), Step::hang()]);
     let clock = Clock::start();
     let api = scripted::<SharedRetriedClient>(&t);
-    let ((a, b), seen) = captured(async {
-        tokio::join!(api.config(), async {
-            tokio::time::sleep(ms(1)).await;
-            api.config().await
-        })
-    })
-    .await;
+    let ((a, b), seen) = joined(api.config(), api.config()).await;
     for e in [a.expect_err("timed out"), b.expect_err("timed out")] {
         assert_eq!(e.kind(), ErrorKind::AttemptTimeout);
     }
@@ -677,13 +653,7 @@ async fn an_answer_that_cannot_be_decoded_is_the_call_spans_failure() {
         .body("not json")
         .delay(ms(10))]);
     let api = scripted::<TypedClient>(&t);
-    let ((a, b), seen) = captured(async {
-        tokio::join!(api.shared_user(1), async {
-            tokio::time::sleep(ms(1)).await;
-            api.shared_user(1).await
-        })
-    })
-    .await;
+    let ((a, b), seen) = joined(api.shared_user(1), api.shared_user(1)).await;
     assert_eq!(t.attempts(), 1, "one shared request");
     for e in [a.expect_err("not JSON"), b.expect_err("not JSON")] {
         assert_eq!(e.kind(), ErrorKind::Decode);
