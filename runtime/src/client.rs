@@ -586,7 +586,7 @@ pub(crate) struct EndpointRuntime {
     /// The full URL of an endpoint whose path has no parameter, parsed once at build
     /// time: such calls clone it instead of parsing a path.
     pub(crate) fixed_url: Option<Url>,
-    /// How many path values a request must hold: one past the largest
+    /// How many path values a request must hold, exactly: one past the largest
     /// [`PathPart::Param`](crate::request::PathPart::Param) index.
     pub(crate) path_params: usize,
 }
@@ -655,7 +655,8 @@ impl Handle {
     /// (`C::API.endpoints`): one built from another API's spec is refused with
     /// [`ErrorKind::InvalidRequest`](crate::ErrorKind::InvalidRequest) naming that
     /// endpoint, and so is one that left a path parameter without a value (naming
-    /// the parameter), before anything is sent.
+    /// the parameter) or gave more path values than its template has, before anything
+    /// is sent.
     ///
     /// The pipeline's future with the decoder mapped over it: no wrapping future that
     /// would move the pipeline's (large) state once more on every call.

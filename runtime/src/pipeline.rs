@@ -272,13 +272,12 @@ pub(crate) fn execute(
         // caller drops this future first. Made before what the call holds, so dropped
         // after it.
         let end = crate::observe::metrics_impl::call_end(spec.name, &ep.partition.name, start);
-        if request.error.is_some() || request.path_values.len() < ep.path_params {
-            // The first mistake while building, else the first path parameter
-            // without a value (a request built by hand).
-            let invalid = request
-                .error
-                .take()
-                .unwrap_or_else(|| missing_path_value(spec, request.path_values.len()));
+        if request.error.is_some() || request.path_values.len() != ep.path_params {
+            // The first mistake while building, else (a request built by hand) the
+            // first path parameter without a value, or the first value past them.
+            let invalid = request.error.take().unwrap_or_else(|| {
+                path_values_mismatch(spec, request.path_values.len(), ep.path_params)
+            });
             let e = ApiError::new(ErrorKind::InvalidRequest)
                 .with_message(invalid.to_string())
                 .with_source(invalid);
@@ -518,14 +517,26 @@ fn foreign_endpoint(inner: &ClientInner, spec: &'static EndpointSpec) -> ApiErro
     e
 }
 
-/// The path parameter at `index` of `spec`'s template had no value given: named as
-/// the template writes it (`{r#type}` as `type`).
+/// A request built by hand whose path values do not match its template's `{name}`s:
+/// the first placeholder without a value (named as the template writes it, `{r#type}`
+/// as `type`), or the first value past them (`#1` for a second value to one `{name}`).
 #[cold]
 #[inline(never)]
-fn missing_path_value(spec: &EndpointSpec, index: usize) -> crate::request::InvalidRequest {
-    crate::request::InvalidRequest {
-        name: crate::request::placeholder_name(spec.template, index),
-        reason: "the path parameter has no value",
+fn path_values_mismatch(
+    spec: &EndpointSpec,
+    given: usize,
+    needed: usize,
+) -> crate::request::InvalidRequest {
+    if given < needed {
+        crate::request::InvalidRequest {
+            name: crate::request::placeholder_name(spec.template, given),
+            reason: "the path parameter has no value",
+        }
+    } else {
+        crate::request::InvalidRequest {
+            name: format!("#{needed}"),
+            reason: "the template has no placeholder for this path value",
+        }
     }
 }
 

@@ -5,7 +5,7 @@
 //! through the errors it reports. A path parameter is percent-encoded as exactly one
 //! segment (`/`, `?`, `#` and `%` included, so nothing is decoded twice), and a value
 //! that is empty, `.` or `..`, or holds CR, LF or TAB is refused before anything is
-//! sent, and so is a request built without a value for each `{name}`. Header values holding CR, LF or NUL are refused the same way. Errors name the
+//! sent, and so is a request built without exactly one value for each `{name}`. Header values holding CR, LF or NUL are refused the same way. Errors name the
 //! parameter, never its value.
 //!
 //! # Defaults
@@ -673,9 +673,10 @@ impl RequestBuilder {
     }
 
     /// The next path parameter, in template order. Every `{name}` of the template
-    /// needs one: a call with fewer is refused as
+    /// needs one, and nothing else takes one: a call with fewer is refused as
     /// [`ErrorKind::InvalidRequest`](crate::ErrorKind::InvalidRequest) naming the first
-    /// without a value, before anything is sent.
+    /// without a value, and a call with more names the first extra one by its
+    /// position (`#1` past a template's single `{name}`), before anything is sent.
     ///
     /// ```
     /// # use resilient_api::request::{EndpointSpec, PathPart, Policy, RequestBuilder, Verb};

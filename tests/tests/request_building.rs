@@ -419,3 +419,31 @@ async fn regression_a_missing_path_value_is_refused_naming_the_placeholder() {
     );
     assert_eq!(t.attempts(), 0, "nothing was sent");
 }
+
+/// Regression: a request built by hand with more path values than its template has
+/// placeholders was sent with the extra values dropped (`DELETE /users/7` for
+/// `7, 8`), so a caller's mistake went out as another request. It is refused as
+/// `InvalidRequest`, naming the first value past the template's (`#1`), before any
+/// attempt.
+#[tokio::test(start_paused = true)]
+async fn regression_a_path_value_past_the_templates_is_refused() {
+    let t = oks(0);
+    let narrow = handle::<NarrowClient>(&t);
+    let remove = <NarrowClient as GeneratedClient>::API.endpoints[0];
+    let mut request = RequestBuilder::new(remove);
+    request.path("id", &7).path("extra", &8);
+    let e = narrow.call::<Unit>(request).await.expect_err("refused");
+    assert_eq!(
+        refusal(&e),
+        (
+            ErrorKind::InvalidRequest,
+            "remove",
+            "invalid request in `remove`: invalid `#1`: the template has no placeholder for this path value".into(),
+            Some(InvalidRequest {
+                name: "#1".into(),
+                reason: "the template has no placeholder for this path value",
+            }),
+        )
+    );
+    assert_eq!(t.attempts(), 0, "nothing was sent");
+}
