@@ -4,6 +4,7 @@
 
 use resilient_api::testing::{ScriptedTransport, Step};
 use resilient_api::{ApiError, CallOptions, ErrorKind, resilient_api};
+use std::time::Duration;
 use tests::{Clock, assert_nothing_leaked, ms, scripted};
 use tokio::time::Instant;
 
@@ -126,6 +127,24 @@ async fn retry_refused_by_the_breaker_keeps_the_last_failure() {
 // 120 s, which `retry_after_cap = "1s"` cuts to a 1 s wait: the server's instant is
 // still ahead when the retry is refused.
 
+/// A 503 whose server asks for 120 s.
+fn overloaded_for_120s() -> Step {
+    Step::status(503)
+        .body("overloaded")
+        .header("retry-after", "120")
+}
+
+/// `err` refused the retry of [`overloaded_for_120s`]'s 503, its source, and gives the
+/// server's instant (120 s after `start`), `retry_after` from the call's end.
+fn gives_the_servers_wait(err: &ApiError, start: Instant, retry_after: Duration) {
+    assert_eq!(
+        source_of(err),
+        Some((Some(503), Some("overloaded".to_owned())))
+    );
+    assert_eq!(err.retry_at(), Some(start + ms(120_000)));
+    assert_eq!(err.retry_after(), Some(retry_after));
+}
+
 /// Asked-for waits honoured up to 1 s; one slot, no queue.
 #[resilient_api(
     timeout(attempt = "10s"),
@@ -140,12 +159,7 @@ pub trait CappedBulk {
 /// The bulkhead has no time of its own: the refusal gives the server's.
 #[tokio::test(start_paused = true)]
 async fn retry_refused_by_the_bulkhead_gives_the_servers_retry_after() {
-    let t = ScriptedTransport::new([
-        Step::status(503)
-            .body("overloaded")
-            .header("retry-after", "120"),
-        Step::hang(),
-    ]);
+    let t = ScriptedTransport::new([overloaded_for_120s(), Step::hang()]);
     let start = Instant::now();
     let clock = Clock::start();
     let api = scripted::<CappedBulkClient>(&t);
@@ -164,12 +178,7 @@ async fn retry_refused_by_the_bulkhead_gives_the_servers_retry_after() {
         (err.kind(), clock.now_ms()),
         (ErrorKind::BulkheadFull, 1000)
     );
-    assert_eq!(
-        source_of(&err),
-        Some((Some(503), Some("overloaded".to_owned())))
-    );
-    assert_eq!(err.retry_at(), Some(start + ms(120_000)));
-    assert_eq!(err.retry_after(), Some(ms(119_000)));
+    gives_the_servers_wait(&err, start, ms(119_000));
     assert_eq!(t.attempts(), 2);
     holder.abort();
 }
@@ -189,9 +198,7 @@ pub trait CappedLimit {
 /// later still: the refusal gives the later of the two.
 #[tokio::test(start_paused = true)]
 async fn retry_refused_by_the_rate_limit_gives_the_later_of_its_token_and_the_servers_wait() {
-    let t = ScriptedTransport::new([Step::status(503)
-        .body("overloaded")
-        .header("retry-after", "120")]);
+    let t = ScriptedTransport::new([overloaded_for_120s()]);
     let start = Instant::now();
     let clock = Clock::start();
     let api = scripted::<CappedLimitClient>(&t);
@@ -201,12 +208,7 @@ async fn retry_refused_by_the_rate_limit_gives_the_later_of_its_token_and_the_se
         .await
         .unwrap_err();
     assert_eq!((err.kind(), clock.now_ms()), (ErrorKind::RateLimited, 1000));
-    assert_eq!(
-        source_of(&err),
-        Some((Some(503), Some("overloaded".to_owned())))
-    );
-    assert_eq!(err.retry_at(), Some(start + ms(120_000)));
-    assert_eq!(err.retry_after(), Some(ms(119_000)));
+    gives_the_servers_wait(&err, start, ms(119_000));
     assert_eq!(t.attempts(), 1);
     assert_nothing_leaked(&t);
 }
@@ -244,20 +246,13 @@ pub trait CappedBreaker {
 /// breaker's end: the refusal gives the later.
 #[tokio::test(start_paused = true)]
 async fn retry_foreseen_open_gives_the_later_of_the_breakers_end_and_the_servers_wait() {
-    let t = ScriptedTransport::new([Step::status(503)
-        .body("overloaded")
-        .header("retry-after", "120")]);
+    let t = ScriptedTransport::new([overloaded_for_120s()]);
     let start = Instant::now();
     let clock = Clock::start();
     let api = scripted::<CappedBreakerClient>(&t);
     let err = api.resource().await.unwrap_err();
     assert_eq!((err.kind(), clock.now_ms()), (ErrorKind::CircuitOpen, 0));
-    assert_eq!(
-        source_of(&err),
-        Some((Some(503), Some("overloaded".to_owned())))
-    );
-    assert_eq!(err.retry_at(), Some(start + ms(120_000)));
-    assert_eq!(err.retry_after(), Some(ms(120_000)));
+    gives_the_servers_wait(&err, start, ms(120_000));
     assert_eq!(t.attempts(), 1);
     assert_nothing_leaked(&t);
 }
