@@ -65,7 +65,8 @@ pub struct RetryPolicy {
     pub max: u32,
     /// Waits between attempts.
     pub backoff: Backoff,
-    /// Statuses that may be retried (idempotent endpoints only).
+    /// Statuses that may be retried (idempotent endpoints only; error statuses,
+    /// `400..=599`, alone: see [`RetryPolicy::retries_status`]).
     pub on: &'static [u16],
     /// The longest `Retry-After` honoured.
     pub retry_after_cap: Duration,
@@ -90,20 +91,48 @@ impl RetryPolicy {
         retry_after_cap: retry_after::DEFAULT_RETRY_AFTER_CAP,
     };
 
-    /// Whether `status` is in the retry set.
+    /// Whether `status` is in the retry set. Only an error status (`400..=599`) can
+    /// be: a hand-built `on` that lists another (a 600 to 999, which is an answer
+    /// like a 4xx) is not retried on it, as the attribute refuses to list it.
     ///
     /// ```
     /// use resilient_api::retry::RetryPolicy;
     /// assert!(RetryPolicy::DEFAULT.retries_status(429));
     /// assert!(!RetryPolicy::DEFAULT.retries_status(501)); // not implemented stays so
+    ///
+    /// let odd = RetryPolicy { on: &[503, 600], ..RetryPolicy::DEFAULT };
+    /// assert!(odd.retries_status(503) && !odd.retries_status(600));
     /// ```
     pub fn retries_status(&self, status: u16) -> bool {
-        self.on.contains(&status)
+        (400..=599).contains(&status) && self.on.contains(&status)
     }
 }
 
 impl Default for RetryPolicy {
     fn default() -> Self {
         RetryPolicy::DEFAULT
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: the attribute refuses to retry anything but an error status
+    /// (`400..=599`), and a hand-built policy listing others did retry them: a 600
+    /// to 999 (an answer, like a 4xx, see the module's table) was sent again.
+    #[test]
+    fn a_hand_built_policy_retries_only_error_statuses() {
+        const ODD: RetryPolicy = RetryPolicy {
+            on: &[200, 302, 399, 400, 503, 599, 600, 799, 999],
+            ..RetryPolicy::DEFAULT
+        };
+        let retried: Vec<u16> = ODD
+            .on
+            .iter()
+            .copied()
+            .filter(|&s| ODD.retries_status(s))
+            .collect();
+        assert_eq!(retried, [400, 503, 599]);
     }
 }
