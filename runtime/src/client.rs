@@ -1572,11 +1572,14 @@ fn default_transport() -> Result<Dispatcher, ApiError> {
 
 impl<C> fmt::Debug for ClientBuilder<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Redacted once parsed: as raw text, a password holding a `#`, `?` or `/`
+        // would end the authority early and be shown. `build` refuses such a base URL.
+        let base_url = self.base_url.as_deref().map(|raw| match Url::parse(raw) {
+            Ok(url) => crate::observe::redact_url(url.as_str()),
+            Err(_) => "[not a URL]".to_owned(),
+        });
         f.debug_struct("ClientBuilder")
-            .field(
-                "base_url",
-                &self.base_url.as_deref().map(crate::observe::redact_url),
-            )
+            .field("base_url", &base_url)
             .field(
                 "headers",
                 &self.headers.iter().map(|(n, _, _)| n).collect::<Vec<_>>(),

@@ -118,6 +118,10 @@ impl fmt::Debug for Redacted<'_> {
 /// `[redacted]` (the user name, the query's names and the fragment's stay): a
 /// fragment such as `#access_token=...` is redacted as the query is.
 ///
+/// `url` is read as a parsed URL's text (what [`url::Url::as_str`] gives): in raw text
+/// that does not parse, a `#`, `?` or `/` inside a password ends the authority early,
+/// and the rest of the password is shown. Parse first.
+///
 /// ```
 /// use resilient_api::observe::redact_url;
 ///

@@ -266,3 +266,42 @@ async fn a_raw_response_printed_shows_its_body_length_only() {
     );
     assert_eq!(format!("{:?}", raw.body), "stream");
 }
+
+/// Regression: the builder's `Debug` redacted the base URL as raw text, before it is
+/// parsed, and a password holding a `#`, a `?` or a `/` (typed unencoded) ends the
+/// text's authority early, so the password was printed in clear. `build` refuses
+/// such a base URL (and any with credentials); until then the builder shows a base URL
+/// only once it parses, redacted, and otherwise says it is not one.
+#[test]
+fn a_builder_printed_shows_no_password_of_its_base_url() {
+    for raw in [
+        format!("https://ada:{CANARY}#x@api.test"),
+        format!("https://ada:{CANARY}?x@api.test/v1"),
+        format!("https://ada:x/{CANARY}@api.test"),
+        format!("https://ada:{CANARY}@api.test/v1?k=v"),
+    ] {
+        let shown = format!("{:?}", SecretsClient::builder().base_url(raw.as_str()));
+        assert!(!shown.contains(CANARY), "{raw} shown as {shown}");
+    }
+    assert_eq!(
+        format!(
+            "{:?}",
+            SecretsClient::builder().base_url(format!("https://ada:{CANARY}@api.test/v1?k=v"))
+        ),
+        r#"ClientBuilder { base_url: Some("https://ada:[redacted]@api.test/v1?k=[redacted]"), headers: [], max_body: 4194304, .. }"#
+    );
+    assert_eq!(
+        format!(
+            "{:?}",
+            SecretsClient::builder().base_url(format!("https://ada:{CANARY}#x@api.test"))
+        ),
+        r#"ClientBuilder { base_url: Some("[not a URL]"), headers: [], max_body: 4194304, .. }"#
+    );
+    assert_eq!(
+        format!(
+            "{:?}",
+            SecretsClient::builder().base_url("http://127.0.0.1:8080/v2")
+        ),
+        r#"ClientBuilder { base_url: Some("http://127.0.0.1:8080/v2"), headers: [], max_body: 4194304, .. }"#
+    );
+}
