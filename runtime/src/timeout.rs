@@ -16,8 +16,12 @@
 //! - The **total deadline** covers the whole call: queue waits, rate-limit waits,
 //!   backoffs and `Retry-After` waits included. When it passes, everything the call
 //!   started is dropped at once and the call ends with
-//!   [`ErrorKind::Deadline`](crate::ErrorKind::Deadline), never retried. A caller can
-//!   shorten it per call with [`CallOptions::deadline`](crate::CallOptions::deadline).
+//!   [`ErrorKind::Deadline`](crate::ErrorKind::Deadline), never retried. That holds
+//!   for an error status whose body is still arriving too: the exception above is the
+//!   attempt timeout's alone, because the deadline is the caller's limit on the whole
+//!   call and ends it wherever it is (the cut attempt counts neither way in the
+//!   breaker). A caller can shorten it per call with
+//!   [`CallOptions::deadline`](crate::CallOptions::deadline).
 //!
 //! Both read time only through `tokio::time`, so under a paused clock they fire at
 //! exactly their instant, never a millisecond early or late. A plain call has one

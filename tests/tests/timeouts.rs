@@ -706,6 +706,37 @@ async fn a_slow_404_is_not_retried_and_not_a_breaker_failure() {
     tests::assert_follow_up_succeeds(&t, || api.resource()).await;
 }
 
+/// The same slow 404 under a total deadline shorter than the attempt's limit: the
+/// deadline ends the call where it is, the error body's read included, so the call
+/// ends as `Deadline` at 500 ms, not as the 404 (the exception for an error body is
+/// the attempt's limit's alone, `timeout`'s module docs). Nothing is retried, and the
+/// cut attempt counts neither way in the breaker, as any the deadline cuts.
+#[tokio::test(start_paused = true)]
+async fn a_slow_error_body_cut_by_the_total_deadline_ends_as_deadline() {
+    let t = ScriptedTransport::new([
+        Step::status(404).chunks([(ms(10), "no "), (ms(5000), "such")]),
+        Step::status(503).chunks([(ms(10), "bu"), (ms(5000), "sy")]),
+    ]);
+    let api = scripted::<SlowErrorsClient>(&t);
+    for (n, status) in [(1, 404), (2, 503)] {
+        let clock = Clock::start();
+        let e = api
+            .with_options(CallOptions::new().deadline(ms(500)))
+            .once()
+            .await
+            .unwrap_err();
+        assert_eq!(clock.now_ms(), 500, "{status}");
+        assert_eq!(
+            (e.kind(), e.timeout(), e.status(), e.attempts()),
+            (ErrorKind::Deadline, Some(TimeoutKind::Total), None, 1),
+            "{status}"
+        );
+        assert_eq!(t.dispatch_times().len(), n);
+        assert_eq!(api.circuit_state().consecutive_failures, 0, "{status}");
+    }
+    assert_nothing_leaked(&t);
+}
+
 /// A success's body is the answer: one still arriving at the limit is an attempt
 /// timeout, as before, and is retried.
 #[tokio::test(start_paused = true)]
