@@ -45,7 +45,8 @@
 //!   so none may leave before that instant: a branch launched but not sent yet (in a
 //!   bulkhead queue, waiting for a token) is withdrawn, at once once no sent branch is
 //!   left (the round does not wait for its slot or token to withdraw it). Branches already in flight
-//!   keep running and one may still win. When none is left, the round ends with the failure that
+//!   keep running and one may still win; a redirect such a branch then follows is
+//!   part of its attempt, already sent, and is followed as it would be otherwise. When none is left, the round ends with the failure that
 //!   asked to wait (the one whose instant is latest, if several did), and the retry
 //!   loop decides what follows as it would after a single attempt: it waits until
 //!   exactly that instant, or ends the call at once when the deadline or the budget

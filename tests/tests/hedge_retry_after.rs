@@ -278,3 +278,34 @@ async fn a_branch_whose_error_body_outlasts_its_limit_keeps_its_retry_after() {
     assert_no_late_dispatch(&t, 3, ms(100)).await;
     assert_follow_up_succeeds(&t, || api.search()).await;
 }
+
+/// A branch in flight when a sibling's `Retry-After` stops the hedging keeps running,
+/// and a redirect it then gets is part of that attempt, already sent: it is followed
+/// (at t=30, while the server's 5 s run), and its answer wins the round. Only new
+/// branches wait for the server's instant.
+#[tokio::test(start_paused = true)]
+async fn a_branch_in_flight_follows_its_redirect_after_a_siblings_retry_after() {
+    let t = ScriptedTransport::new([
+        Step::status(302)
+            .header("location", "/search/moved")
+            .delay(ms(30)),
+        too_many("5").delay(ms(5)),
+        Step::status(200).body("moved"),
+    ]);
+    let clock = Clock::start();
+    let api = scripted::<SearchClient>(&t);
+
+    assert_eq!(api.search().await.unwrap(), "moved");
+    assert_eq!(clock.now_ms(), 30);
+    assert_eq!(t.dispatch_times(), [ms(0), ms(10), ms(30)]);
+    let urls: Vec<String> = t.requests().into_iter().map(|r| r.url).collect();
+    assert_eq!(
+        urls,
+        [
+            "https://example.test/search",
+            "https://example.test/search",
+            "https://example.test/search/moved"
+        ]
+    );
+    assert_no_late_dispatch(&t, 3, ms(100)).await;
+}
