@@ -452,70 +452,138 @@ impl RateLimiter {
         }
     }
 
-    /// When the `nth` token from now (1-based, taken one after another) is free, at
-    /// the earliest.
+    /// When the `nth` caller from now (1-based, served one after another, first come
+    /// first served) can have its token: the first instant at which the `nth - 1`
+    /// ahead of it have taken theirs and the bucket holds one more.
     ///
-    /// With a burst of 1, each waiter takes its token when the millisecond timer wakes
-    /// it, so the tokens after the first come at least a whole number of milliseconds
-    /// apart: the interval rounded up to whole milliseconds. Counted with the bare
-    /// interval, a caller behind another waiter was let in line to wait for a token
-    /// that the rounding then moved into its deadline's own millisecond, and was
-    /// refused only after the wait.
+    /// Alone (`nth == 1`), that is when the bucket next holds a token, or now. Behind
+    /// others, it depends on the timer: a waiter takes its token when the millisecond
+    /// timer wakes it, on the tick after its token came free (or at once, when it is
+    /// handed the front of the line on a tick its token is already free), and a bucket
+    /// that fills while a waiter sleeps to its tick loses what it cannot hold. So the
+    /// caller behind them can be served only once the last of them is, on that one's
+    /// tick, and only when a token is free then. See [`RateLimiter::behind_line`].
     ///
-    /// A larger burst absorbs the rounding, unless the line drains it within a tick
-    /// (`burst - 1` intervals shorter than a millisecond): then the bucket fills to its
-    /// burst while the next waiter sleeps to the next tick, and what it cannot hold is
-    /// lost, so the line moves by whole ticks too (see [`RateLimiter::ticks_behind`]).
+    /// Counted from the bucket alone (the nth token's time in it, or whole ticks from
+    /// the first token's time), a caller behind others was told up to a tick before
+    /// the line could serve it, or after it: one that came back then found the line
+    /// still there, and one whose token would have come in time was refused.
     fn ready_at(&self, now: u128, nth: u64) -> u128 {
         let tat = self.tat.load(Ordering::Acquire).max(now);
-        let first = tat.saturating_add(self.interval);
-        let burst = u128::from(self.config.burst);
-        // Only a caller behind others pays for the division (a `u128` one).
-        let behind = match nth.saturating_sub(1) {
-            0 => 0,
-            n if self.config.burst <= 1 => self
-                .interval
-                .div_ceil(MS)
-                .saturating_mul(MS)
-                .saturating_mul(u128::from(n)),
-            n if self.interval > 0 && (burst - 1) * self.interval < MS => {
-                self.ticks_behind(u128::from(n)).saturating_mul(MS)
-            }
-            n => self.interval.saturating_mul(u128::from(n)),
-        };
-        first
-            .saturating_add(behind)
-            .saturating_sub(self.tolerance)
-            .max(now)
+        match nth.saturating_sub(1) {
+            0 => tat
+                .saturating_add(self.interval)
+                .saturating_sub(self.tolerance)
+                .max(now),
+            // Only a caller behind others pays for the line's count.
+            ahead => self.behind_line(now, tat, u128::from(ahead)),
+        }
     }
 
-    /// With a burst the line drains within a tick (`1 < burst` and `(burst - 1) *
-    /// interval < 1 ms`): how many ticks after the first waiter's (which serves at
-    /// least that one) the line surely needs to serve `n` more. Each tick after it
-    /// finds what a millisecond added to what the last one left (less than a token),
-    /// capped at the burst, and the waiters take all of it. When a millisecond adds a
-    /// burst or more, every tick serves exactly `burst`. Otherwise a tick serves
-    /// `burst - 1`, or `burst` when the bucket is full: the leftover grows by
-    /// `1 ms - (burst - 1) * interval` a tick until the bucket fills at the next tick,
-    /// so every `j + 1` ticks serve at least `(j + 1) * (burst - 1) + 1`.
-    /// (1,900 per second, burst 2: 1, 2, 1, 2 ... a tick, so 7 more need 5 ticks.)
-    fn ticks_behind(&self, n: u128) -> u128 {
-        let (burst, interval) = (u128::from(self.config.burst), self.interval);
-        if MS >= self.tolerance {
-            return n.div_ceil(burst);
+    /// [`RateLimiter::ready_at`] for a caller with `ahead` (at least one) waiters
+    /// ahead of it, the bucket's arrival time being `tat` (not before `now`).
+    ///
+    /// The timer's ticks are counted from `now`: a paused clock, which moves by whole
+    /// ticks from the runtime's start, is always on one, so there the count is exact.
+    /// A running clock is never on them, and the instant can be off by less than a
+    /// tick, either way.
+    ///
+    /// The `k`th waiter's token is free at `first + (k - 1) * interval` (`first` the
+    /// next token's time) while nothing is lost. With a burst of 1 a waiter that sleeps
+    /// to its tick always loses the rest of its tick: the first is served on the tick
+    /// after `first`, each after it the interval rounded up to whole ticks later, and
+    /// the caller's token comes an interval after the last one's. With `burst - 1`
+    /// intervals of a tick or more, the bucket holds what a tick's wait leaves and
+    /// nothing is lost: the last one ahead is served on the tick after its token, and
+    /// the caller then, or when its own token comes if later. Otherwise see
+    /// [`RateLimiter::after_ticks`].
+    #[cold]
+    fn behind_line(&self, now: u128, tat: u128, ahead: u128) -> u128 {
+        let (interval, burst) = (self.interval, u128::from(self.config.burst));
+        // The tick on which a waiter whose token is free at `at` takes it.
+        let tick =
+            |at: u128| now.saturating_add(at.saturating_sub(now).div_ceil(MS).saturating_mul(MS));
+        if interval == 0 {
+            // Unlimited: nobody ever waits.
+            return now;
         }
-        // Both positive here, and below a millisecond: no product below overflows.
-        let gain = MS - (burst - 1) * interval;
-        let room = self.tolerance - MS;
-        let cycle = room.div_ceil(gain) + 1;
-        let per_cycle = cycle * (burst - 1) + 1;
-        let rest = n % per_cycle;
-        let partial = if rest == 0 {
-            0
-        } else {
-            rest.div_ceil(burst - 1).min(cycle)
+        let first = tat.saturating_add(interval).saturating_sub(self.tolerance);
+        if burst == 1 {
+            let step = interval.div_ceil(MS).saturating_mul(MS);
+            return tick(first)
+                .saturating_add(step.saturating_mul(ahead - 1))
+                .saturating_add(interval);
+        }
+        if (burst - 1).saturating_mul(interval) >= MS {
+            // Counted from `tat`, not `first`: a full bucket's `first` is clamped to 0.
+            let free = |k: u128| {
+                tat.saturating_add(interval.saturating_mul(k))
+                    .saturating_sub(self.tolerance)
+            };
+            return tick(free(ahead)).max(free(ahead + 1));
+        }
+        self.after_ticks(tat, tick(first), ahead)
+    }
+
+    /// [`RateLimiter::behind_line`] when `1 < burst` and `(burst - 1) * interval` is
+    /// less than a tick (so is the interval): the line drains the bucket within a
+    /// tick, and every tick, from the first waiter's (`start`), serves all that the
+    /// bucket holds then.
+    ///
+    /// Let `left` be how far ahead of the tick the arrival time runs once that tick's
+    /// waiters are served: more than `tolerance - interval`. The next tick (a tick adds
+    /// more than a token) finds it a millisecond less: when that is more than zero,
+    /// less than a token is missing and the tick serves `burst - 1`, leaving `left`
+    /// smaller by `gain = 1 ms - (burst - 1) * interval`; otherwise the bucket is full
+    /// and the tick serves `burst` (what it could not hold was lost), leaving
+    /// `tolerance`. So after the first tick come `ceil((left - 1 ms) / gain)` ticks of
+    /// `burst - 1`, then cycles of one full tick and `ceil((tolerance - 1 ms) / gain)`
+    /// ticks of `burst - 1`. The caller behind the last one ahead is served on that
+    /// one's tick when the tick held one more token, else when its own comes.
+    /// (1,900 per second, burst 2, the bucket empty at 0: 1, 2, 1, 2 ... a tick from
+    /// 1 ms, the seventh at 5 ms and the eighth's token at 5.05 ms.)
+    fn after_ticks(&self, tat: u128, start: u128, ahead: u128) -> u128 {
+        let (interval, tolerance) = (self.interval, self.tolerance);
+        let burst = u128::from(self.config.burst);
+        // Below a millisecond: no product below overflows.
+        let (short, gain) = (burst - 1, MS - (burst - 1) * interval);
+        // The first tick serves what the bucket holds then (a token at least).
+        let base = tat.max(start);
+        let free = (start + tolerance - base) / interval;
+        if ahead < free {
+            return start;
+        }
+        let left = base + free * interval - start;
+        if ahead == free {
+            return start + left + interval - tolerance;
+        }
+        // When the `n`th waiter served after `tick`, in ticks of `burst - 1` from a
+        // `left` of `from`, is served: that tick, or the caller's token after it.
+        let among_short = |tick: u128, from: u128, n: u128| {
+            let ticks = n.div_ceil(short);
+            let at = tick + ticks * MS;
+            if n < ticks * short {
+                at
+            } else {
+                at + from - ticks * gain + interval - tolerance
+            }
         };
-        (n / per_cycle) * cycle + partial
+        let rest = ahead - free;
+        let before_full = left.saturating_sub(MS).div_ceil(gain);
+        if rest <= before_full * short {
+            return among_short(start, left, rest);
+        }
+        let rest = rest - before_full * short;
+        let cycle = tolerance.saturating_sub(MS).div_ceil(gain) + 1;
+        let per_cycle = burst + (cycle - 1) * short;
+        let cycles = (rest - 1) / per_cycle;
+        let rest = rest - cycles * per_cycle;
+        let full = start + (before_full + 1 + cycles * cycle) * MS;
+        match rest.checked_sub(burst) {
+            None => full,
+            Some(0) => full + interval,
+            Some(rest) => among_short(full, tolerance, rest),
+        }
     }
 
     /// Whether a token free at `ready` comes too late for `deadline`: at or after it,
@@ -729,13 +797,77 @@ mod tests {
         let deadline = start + Duration::from_micros(5_300);
         let err = l.acquire(Some(deadline)).await.unwrap_err();
         assert_eq!(Instant::now(), start, "decided at once, without sleeping");
-        assert!(err.retry_at >= deadline, "{:?}", err.retry_at - start);
+        // Its token comes at 5.05 ms: the seventh takes its own at 5 ms, leaving the
+        // bucket 0.05 ms short of the next. Less than a tick before the deadline, so
+        // the refusal stands. (This asserted `retry_at >= deadline`, which held only
+        // because the old count said 5.53 ms, half a tick late: the count was as of
+        // the first token's time, 0.53 ms, not of the tick its waiter takes it on.)
+        assert_eq!(err.retry_at, start + Duration::from_nanos(5_052_632));
+        assert!(!crate::timeout::wait_fits(start, err.retry_at, deadline));
         let mut served = Vec::new();
         for t in ahead {
             served.push(t.await.unwrap().unwrap());
         }
         assert_eq!(served, [1, 2, 2, 3, 4, 4, 5].map(ms).to_vec());
         assert_eq!(l.waiting.load(Ordering::Acquire), 0);
+        // Coming back then, it is served at once; a nanosecond sooner, not.
+        assert!(
+            l.try_acquire(err.retry_at - Duration::from_nanos(1))
+                .is_none()
+        );
+        assert!(l.try_acquire(err.retry_at).is_some());
+    }
+
+    /// Regression: a refusal's `retry_at` was up to a tick early. 2,500 per second,
+    /// burst 4 (a token every 400 µs): the burst spent at 0, a waiter's token is free
+    /// at 0.4 ms and it takes it on the next tick, at 1 ms. The caller behind it was
+    /// told 0.8 ms, its own token's time in the bucket, when the waiter ahead of it
+    /// was still in line: coming back then, it would have had to wait again. Its token
+    /// can be had at 1 ms, once the waiter ahead is served.
+    #[tokio::test(start_paused = true)]
+    async fn a_refusal_behind_a_waiter_says_when_the_waiter_is_served() {
+        let start = Instant::now();
+        let l = Arc::new(RateLimiter::new(RateLimitConfig::new(2_500.0, 4), start));
+        while l.try_acquire(start).is_some() {}
+        let ahead = {
+            let l = Arc::clone(&l);
+            tokio::spawn(async move { l.acquire(None).await.map(|_| start.elapsed()) })
+        };
+        tokio::task::yield_now().await;
+        let deadline = start + Duration::from_micros(1_500);
+        let err = l.acquire(Some(deadline)).await.unwrap_err();
+        assert_eq!(Instant::now(), start, "decided at once, without sleeping");
+        assert_eq!(err.retry_at, start + ms(1));
+        assert_eq!(ahead.await.unwrap().unwrap(), ms(1));
+        assert!(l.try_acquire(err.retry_at).is_some(), "served at once then");
+    }
+
+    /// Regression, the other way: a caller whose token would come in time was refused.
+    /// 2,500 per second, burst 3, the burst spent at 0: three waiters take their tokens
+    /// at 1, 1 and 2 ms (the bucket fills while the third sleeps to its tick), and the
+    /// fourth's is free at 2 ms too. The old count (two ticks after the first token's
+    /// time, 0.4 ms) said 2.4 ms and refused a deadline of 3.1 ms. It is served at 2 ms.
+    #[tokio::test(start_paused = true)]
+    async fn a_caller_whose_token_comes_in_time_behind_a_line_is_served() {
+        let start = Instant::now();
+        let l = Arc::new(RateLimiter::new(RateLimitConfig::new(2_500.0, 3), start));
+        while l.try_acquire(start).is_some() {}
+        let mut ahead = Vec::new();
+        for _ in 0..3 {
+            let l = Arc::clone(&l);
+            ahead.push(tokio::spawn(async move {
+                l.acquire(None).await.map(|_| start.elapsed())
+            }));
+            tokio::task::yield_now().await;
+        }
+        let deadline = start + Duration::from_micros(3_100);
+        let _t = l.acquire(Some(deadline)).await.unwrap();
+        assert_eq!(Instant::now(), start + ms(2));
+        let mut served = Vec::new();
+        for t in ahead {
+            served.push(t.await.unwrap().unwrap());
+        }
+        assert_eq!(served, [1, 1, 2].map(ms).to_vec());
     }
 
     /// The other side of the same rule: a deadline the line surely leaves room for is
@@ -1208,6 +1340,257 @@ mod tests {
                         t.await.unwrap();
                     }
                 });
+            }
+        }
+
+        /// [`RateLimiter::ready_at`] worked out waiter by waiter: each one ahead takes
+        /// its token on the tick after it is free (ticks counted from `now`), or at once
+        /// when it is free on the tick the one before was served on.
+        fn served_one_by_one(l: &RateLimiter, now: u128, ahead: u64) -> u128 {
+            let (interval, tolerance) = (l.interval, l.tolerance);
+            let mut tat = l.tat.load(Ordering::Acquire).max(now);
+            let mut at = now;
+            for _ in 0..ahead {
+                let free = (tat + interval).saturating_sub(tolerance);
+                if free > at {
+                    at = now + (free - now).div_ceil(MS) * MS;
+                }
+                tat = tat.max(at) + interval;
+            }
+            at.max((tat + interval).saturating_sub(tolerance))
+        }
+
+        proptest! {
+            /// The closed forms of [`RateLimiter::behind_line`] give what serving the
+            /// line one by one gives, for any bucket, clock and line.
+            #[test]
+            fn ready_at_is_the_line_served_one_by_one(
+                rate in prop_oneof![1.0f64..1_000.0, 1_000.0f64..20_000.0, 20_000.0f64..2e6],
+                burst in prop_oneof![1u32..6, 6u32..200],
+                now_ns in 0u128..10_000_000_000,
+                deficit in 0.0f64..=1.0,
+                ahead in prop_oneof![0u64..20, 20u64..2_000],
+            ) {
+                let l = RateLimiter::new(RateLimitConfig::new(rate, burst), Instant::now());
+                // Anywhere from a full bucket to an empty one.
+                let tat = now_ns + (l.tolerance as f64 * deficit) as u128;
+                l.tat.store(tat, Ordering::Release);
+                let nth = ahead + 1;
+                prop_assert_eq!(
+                    l.ready_at(now_ns, nth),
+                    served_one_by_one(&l, now_ns, ahead)
+                );
+            }
+        }
+
+        /// How one caller of [`run_line`] came out, in nanoseconds since the start.
+        #[derive(Clone, Copy, Debug, PartialEq)]
+        enum Outcome {
+            /// Served at `at`; `tat` is the bucket's arrival time right after its take.
+            Served { came: u128, at: u128, tat: u128 },
+            /// Refused at `at`, told to come back at `retry_at`.
+            Refused {
+                came: u128,
+                at: u128,
+                retry_at: u128,
+            },
+        }
+
+        impl Outcome {
+            fn came(self) -> u128 {
+                match self {
+                    Outcome::Served { came, .. } | Outcome::Refused { came, .. } => came,
+                }
+            }
+            fn ended(self) -> u128 {
+                match self {
+                    Outcome::Served { at, .. } | Outcome::Refused { at, .. } => at,
+                }
+            }
+        }
+
+        /// Callers arriving `at_ms` after the start, each with a deadline `within` after
+        /// it came (`None`: none), on a paused current-thread runtime, whose clock moves
+        /// by whole ticks from the start. Each is spawned from one task in turn and runs
+        /// its first poll before the next is spawned, so a caller listed earlier is
+        /// ahead of one listed later.
+        fn run_line(rate: f64, burst: u32, callers: &[(u64, Option<Duration>)]) -> Vec<Outcome> {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let start = Instant::now();
+                let l = Arc::new(RateLimiter::new(RateLimitConfig::new(rate, burst), start));
+                let mut tasks = Vec::new();
+                for &(at_ms, within) in callers {
+                    sleep_until(start + ms(at_ms)).await;
+                    let l = Arc::clone(&l);
+                    tasks.push(tokio::spawn(async move {
+                        let came = Instant::now();
+                        let deadline = within.map(|within| came + within);
+                        let got = l.acquire(deadline).await;
+                        let (came, at) = (l.ns(came), l.ns(Instant::now()));
+                        match got {
+                            Ok(_token) => Outcome::Served {
+                                came,
+                                at,
+                                tat: l.tat.load(Ordering::Acquire),
+                            },
+                            Err(limited) => Outcome::Refused {
+                                came,
+                                at,
+                                retry_at: l.ns(limited.retry_at),
+                            },
+                        }
+                    }));
+                    tokio::task::yield_now().await;
+                }
+                let mut outcomes = Vec::new();
+                for t in tasks {
+                    outcomes.push(t.await.unwrap());
+                }
+                assert_eq!(l.waiting.load(Ordering::Acquire), 0);
+                outcomes
+            })
+        }
+
+        /// Regression: 2,500 per second, burst 3 (a token every 400 µs), the burst spent
+        /// at 0 and three waiters: two are served on the tick at 1 ms, the third, whose
+        /// token is free at 1.2 ms, on the next, at 2 ms, and the bucket then holds one
+        /// more. A caller that came at 1 ms, behind the last two, was told 1.8 ms (a tick
+        /// after the first one's token time, 0.8 ms, not after the tick it is served on),
+        /// when the third was still in line. It is told 2 ms.
+        #[test]
+        fn a_refusal_on_a_tick_that_serves_the_line_counts_from_that_tick() {
+            let callers = [[(0, None)].repeat(6), vec![(1, Some(Duration::ZERO))]].concat();
+            let outcomes = run_line(2_500.0, 3, &callers);
+            let served: Vec<_> = outcomes[3..6].iter().map(|o| o.ended() / MS).collect();
+            assert_eq!(served, [1, 1, 2]);
+            assert_eq!(
+                outcomes[6],
+                Outcome::Refused {
+                    came: MS,
+                    at: MS,
+                    retry_at: 2 * MS
+                }
+            );
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+            /// A refusal's `retry_at` is when the caller's token would really have come:
+            /// the first instant at which, with nobody new in line, no caller ahead of it
+            /// is left in line and the bucket holds a token, so that a caller coming back
+            /// then is served at once. It is measured by running the same callers again,
+            /// up to the refused one, which this time waits without a deadline, and
+            /// looking at when the last one ahead of it left the line, the bucket as that
+            /// one left it, and when the refused one was then served (on the tick after
+            /// its token, the timer's). It is never earlier than that instant, and exactly
+            /// it unless someone ahead gave up after the refused one came (the limiter
+            /// cannot know they will). And a refusal, always made at once, is deserved:
+            /// the token would have come at or after the deadline, or less than a tick
+            /// before it ([`crate::timeout::wait_fits`]). A caller let in line is served
+            /// before its deadline.
+            #[test]
+            fn a_refusal_says_when_the_token_really_comes(
+                rate in prop_oneof![1.0f64..100.0, 100.0f64..2_000.0, 2_000.0f64..20_000.0],
+                burst in 1u32..6,
+                callers in proptest::collection::vec(
+                    (
+                        0u64..4,
+                        0u64..3,
+                        proptest::option::weighted(0.7, (0u64..12, 0u64..3_000)),
+                    ),
+                    1..30,
+                ),
+            ) {
+                let interval = u128::from(interval_ns(rate));
+                let tolerance = interval * u128::from(burst);
+                // Arrivals spaced by half intervals and whole ticks; deadlines some
+                // intervals and some microseconds after the arrival.
+                let mut at_ms = 0u64;
+                let callers: Vec<(u64, Option<Duration>)> = callers
+                    .iter()
+                    .map(|&(halves, ticks, within)| {
+                        let halves = interval * u128::from(halves) / 2 / MS;
+                        at_ms += u64::try_from(halves).unwrap() + ticks;
+                        let within = within.map(|(intervals, us)| {
+                            Duration::from_nanos(
+                                u64::try_from(interval * u128::from(intervals)).unwrap(),
+                            ) + Duration::from_micros(us)
+                        });
+                        (at_ms, within)
+                    })
+                    .collect();
+                let outcomes = run_line(rate, burst, &callers);
+                for (i, &outcome) in outcomes.iter().enumerate() {
+                    let deadline =
+                        callers[i].1.map(|within| outcome.came() + within.as_nanos());
+                    let Outcome::Refused { came, at, retry_at } = outcome else {
+                        if let Some(deadline) = deadline {
+                            prop_assert!(outcome.ended() < deadline, "served late: {outcome:?}");
+                        }
+                        continue;
+                    };
+                    prop_assert_eq!(at, came, "caller {} refused after sleeping", i);
+                    // The same callers up to this one, which now waits for its token.
+                    let mut again = callers[..=i].to_vec();
+                    again[i].1 = None;
+                    let replay = run_line(rate, burst, &again);
+                    prop_assert_eq!(&replay[..i], &outcomes[..i], "the replay differs");
+                    let Outcome::Served { at: served, .. } = replay[i] else {
+                        panic!("a caller with no deadline refused: {:?}", replay[i]);
+                    };
+                    let ahead = &replay[..i];
+                    let line_left = ahead.iter().map(|o| o.ended()).fold(came, u128::max);
+                    let tat = ahead
+                        .iter()
+                        .rev()
+                        .find_map(|o| match *o {
+                            Outcome::Served { tat, .. } => Some(tat),
+                            Outcome::Refused { .. } => None,
+                        })
+                        .unwrap_or(0);
+                    // The first instant a take could succeed, once the line ahead is gone.
+                    let real = line_left.max((tat + interval).saturating_sub(tolerance));
+                    prop_assert_eq!(served, real.div_ceil(MS) * MS, "measured {} (ns)", real);
+                    prop_assert!(
+                        retry_at >= real,
+                        "caller {i} told {retry_at} ns, its token came at {real} ns \
+                         ({rate}/s, burst {burst}, {callers:?})"
+                    );
+                    // Someone ahead that gave up after this one came moved it up.
+                    let moved_up = ahead.iter().any(|o| {
+                        let Outcome::Refused { came: c, at: a, .. } = *o else {
+                            return false;
+                        };
+                        a > c && a >= came
+                    });
+                    if !moved_up {
+                        prop_assert_eq!(
+                            retry_at,
+                            real,
+                            "caller {} ({}/s, burst {}, {:?})",
+                            i,
+                            rate,
+                            burst,
+                            callers
+                        );
+                        let origin = Instant::now();
+                        let t = |ns: u128| {
+                            origin + Duration::from_nanos(u64::try_from(ns).unwrap())
+                        };
+                        let deadline = deadline.unwrap();
+                        prop_assert!(
+                            !crate::timeout::wait_fits(t(came), t(real), t(deadline)),
+                            "caller {i} refused, its token at {real} ns fits its deadline \
+                             {deadline} ns ({rate}/s, burst {burst}, {callers:?})"
+                        );
+                        prop_assert!(served + crate::timeout::TICK.as_nanos() > deadline);
+                    }
+                }
             }
         }
     }
