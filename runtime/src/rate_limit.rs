@@ -6,11 +6,13 @@
 //! upstream, not for calls. Callers that must wait line up
 //! first come, first served. Waiting is bounded by the call's deadline (a redirect
 //! hop's, which waits inside its attempt, by the attempt's time limit too), and the
-//! decision is made up front: when the next free token would come at or after the
-//! deadline, or in the deadline's own millisecond (tokio's timer wakes on whole
-//! milliseconds, so the deadline would win that race), [`RateLimiter::acquire`] fails
-//! at once with [`RateLimited`] (carrying when a token would have been free) rather
-//! than sleeping just to fail. A waiter
+//! decision is made up front: when the caller's token (the one after those of the
+//! callers ahead of it, each taken on the timer tick that wakes its waiter) would come
+//! at or after the deadline, or in the deadline's own millisecond (tokio's timer wakes
+//! on whole milliseconds, so the deadline would win that race), [`RateLimiter::acquire`]
+//! fails at once with [`RateLimited`] rather than sleeping just to fail. The refusal
+//! carries the instant that token could have been had: a caller that comes back then,
+//! with nobody new in line, is served at once. A waiter
 //! that gives up takes nothing: the one behind it moves up to its earlier time.
 //!
 //! The bucket is kept as a theoretical arrival time in whole nanoseconds (GCRA), so
@@ -138,7 +140,17 @@ pub struct RateLimitToken {
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RateLimited {
-    /// When the next token would have been free for this caller.
+    /// When this caller could have had its token: the first instant at which the
+    /// callers ahead of it in line have all been served (each on the timer tick that
+    /// wakes it) and the bucket holds one more. A caller that comes back then, with
+    /// nobody new in line, is served at once, not refused again.
+    ///
+    /// Counted as if the callers ahead wait for their tokens: one that gives up
+    /// instead makes the token come sooner. Exact on a paused clock, which moves by
+    /// whole ticks; on a running clock, whose ticks fall anywhere, a caller behind
+    /// others can be told up to a tick off, either way. A caller refused only after it
+    /// joined the line (the line was run late) counts as ahead of it no more than were
+    /// when it joined, so it may be told a later instant than it could have had.
     pub retry_at: Instant,
 }
 
@@ -260,10 +272,11 @@ impl RateLimiter {
     /// Waits for a token, in FIFO order, giving up at `deadline` (`None`: no deadline).
     ///
     /// Fails with [`RateLimited`] at once, without sleeping, when the next token this
-    /// caller could get comes at or after `deadline`, or less than a timer tick (1 ms)
-    /// before it (the sleep would end in the deadline's own tick). Cancel-safe: a
-    /// future dropped while waiting takes no token, and the waiter behind it gets the
-    /// earlier time.
+    /// caller could get (after those of the callers ahead of it, see
+    /// [`RateLimited::retry_at`]) comes at or after `deadline`, or less than a timer
+    /// tick (1 ms) before it (the sleep would end in the deadline's own tick), and
+    /// only then. Cancel-safe: a future dropped while waiting takes no token, and the
+    /// waiter behind it gets the earlier time.
     ///
     /// ```
     /// use resilient_api::rate_limit::{RateLimitConfig, RateLimiter};
