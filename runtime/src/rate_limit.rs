@@ -787,6 +787,31 @@ mod tests {
         assert_eq!(ahead.await.unwrap().unwrap(), start + ms(100));
     }
 
+    /// A limiter whose burst is spent at the start, and `waiters` in line behind it,
+    /// each saying when it was served.
+    async fn spent_with_line(
+        rate: f64,
+        burst: u32,
+        waiters: usize,
+    ) -> (
+        Instant,
+        Arc<RateLimiter>,
+        Vec<tokio::task::JoinHandle<Result<Duration, RateLimited>>>,
+    ) {
+        let start = Instant::now();
+        let l = Arc::new(RateLimiter::new(RateLimitConfig::new(rate, burst), start));
+        while l.try_acquire(start).is_some() {}
+        let mut ahead = Vec::new();
+        for _ in 0..waiters {
+            let l = Arc::clone(&l);
+            ahead.push(tokio::spawn(async move {
+                l.acquire(None).await.map(|_| start.elapsed())
+            }));
+            tokio::task::yield_now().await;
+        }
+        (start, l, ahead)
+    }
+
     /// Regression: with a burst the line drains within one timer tick (1,900 per second,
     /// burst 2: a token every 526.316 µs, two at most per tick), the waiters take their
     /// tokens at 1, 2, 2, 3, 4, 4, 5 ms, not one every 526 µs: the bucket fills up to its
@@ -796,17 +821,7 @@ mod tests {
     /// the seventh was served at 5 ms, and was refused then. It is refused at once.
     #[tokio::test(start_paused = true)]
     async fn a_caller_behind_a_line_that_drains_the_burst_each_tick_is_refused_at_once() {
-        let start = Instant::now();
-        let l = Arc::new(RateLimiter::new(RateLimitConfig::new(1_900.0, 2), start));
-        while l.try_acquire(start).is_some() {}
-        let mut ahead = Vec::new();
-        for _ in 0..7 {
-            let l = Arc::clone(&l);
-            ahead.push(tokio::spawn(async move {
-                l.acquire(None).await.map(|_| start.elapsed())
-            }));
-            tokio::task::yield_now().await;
-        }
+        let (start, l, ahead) = spent_with_line(1_900.0, 2, 7).await;
         let deadline = start + Duration::from_micros(5_300);
         let err = l.acquire(Some(deadline)).await.unwrap_err();
         assert_eq!(Instant::now(), start, "decided at once, without sleeping");
@@ -862,17 +877,7 @@ mod tests {
     /// time, 0.4 ms) said 2.4 ms and refused a deadline of 3.1 ms. It is served at 2 ms.
     #[tokio::test(start_paused = true)]
     async fn a_caller_whose_token_comes_in_time_behind_a_line_is_served() {
-        let start = Instant::now();
-        let l = Arc::new(RateLimiter::new(RateLimitConfig::new(2_500.0, 3), start));
-        while l.try_acquire(start).is_some() {}
-        let mut ahead = Vec::new();
-        for _ in 0..3 {
-            let l = Arc::clone(&l);
-            ahead.push(tokio::spawn(async move {
-                l.acquire(None).await.map(|_| start.elapsed())
-            }));
-            tokio::task::yield_now().await;
-        }
+        let (start, l, ahead) = spent_with_line(2_500.0, 3, 3).await;
         let deadline = start + Duration::from_micros(3_100);
         let _t = l.acquire(Some(deadline)).await.unwrap();
         assert_eq!(Instant::now(), start + ms(2));
