@@ -1270,11 +1270,7 @@ mod tests {
                 burst in 1u32..6,
                 arrivals in proptest::collection::vec((0u64..2_000, any::<bool>()), 1..30),
             ) {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_time()
-                    .start_paused(true)
-                    .build()
-                    .unwrap();
+                let rt = paused_runtime();
                 let grants = rt.block_on(async {
                     let start = Instant::now();
                     let l = Arc::new(RateLimiter::new(RateLimitConfig::new(rate, burst), start));
@@ -1327,11 +1323,7 @@ mod tests {
                 burst in 1u32..6,
                 arrivals in proptest::collection::vec((0u64..20_000, 0u64..8_000), 1..40),
             ) {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_time()
-                    .start_paused(true)
-                    .build()
-                    .unwrap();
+                let rt = paused_runtime();
                 rt.block_on(async {
                     let start = Instant::now();
                     let l = Arc::new(RateLimiter::new(RateLimitConfig::new(rate, burst), start));
@@ -1401,6 +1393,15 @@ mod tests {
             }
         }
 
+        /// A current-thread runtime on the paused clock, for one property case.
+        fn paused_runtime() -> tokio::runtime::Runtime {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .unwrap()
+        }
+
         /// How one caller of [`run_line`] came out, in nanoseconds since the start.
         #[derive(Clone, Copy, Debug, PartialEq)]
         enum Outcome {
@@ -1433,11 +1434,7 @@ mod tests {
         /// its first poll before the next is spawned, so a caller listed earlier is
         /// ahead of one listed later.
         fn run_line(rate: f64, burst: u32, callers: &[(u64, Option<Duration>)]) -> Vec<Outcome> {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .start_paused(true)
-                .build()
-                .unwrap();
+            let rt = paused_runtime();
             rt.block_on(async {
                 let start = Instant::now();
                 let l = Arc::new(RateLimiter::new(RateLimitConfig::new(rate, burst), start));
