@@ -1,0 +1,325 @@
+//! A client is built once and lives as long as the process: nothing it holds may grow
+//! with the number of calls, with time, or with what a caller or a server sends, and
+//! dropping it frees everything it was given. These scenarios measure that through
+//! public behaviour: a transport and hooks that count their own drops, and exact refusals and grants
+//! after long idle periods and clock jumps of days on the paused clock.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use resilient_api::circuit_breaker::state::Phase;
+use resilient_api::retry::budget::BudgetConfig;
+use resilient_api::testing::{ScriptedTransport, Step};
+use resilient_api::transport::{HttpRequest, SendFuture, Transport};
+use resilient_api::{ApiError, CallOptions, CancellationToken, ErrorKind, resilient_api};
+use tests::{Clock, assert_nothing_leaked, ms, scripted, scripted_builder, settle};
+
+/// Every policy that keeps state: retries, a budget, a breaker, a bulkhead, a rate
+/// limit, hedging and coalescing.
+#[resilient_api(
+    timeout(attempt = "1s"),
+    retry(max = 1, backoff = fixed(delay = "20ms"), on = [503]),
+    breaker(failures = 100, reset = "1s"),
+    bulkhead(concurrency = 4, queue = 4),
+    rate_limit(per_second = 1000, burst = 10)
+)]
+pub trait Everything {
+    #[get("/config")]
+    #[coalesce]
+    async fn config(&self) -> Result<String, ApiError>;
+
+    #[get("/search")]
+    #[hedge(delay = "10ms", max = 2)]
+    async fn search(&self) -> Result<String, ApiError>;
+
+    #[get("/export")]
+    async fn export(&self) -> Result<resilient_api::ResponseStream, ApiError>;
+
+    #[get("/plain")]
+    async fn plain(&self) -> Result<String, ApiError>;
+}
+
+/// Counts how many of the things it was put in have been dropped.
+#[derive(Clone, Default)]
+struct Drops(Arc<AtomicUsize>);
+
+/// One thing counted by [`Drops`]: it adds one when dropped.
+struct Tracked(Arc<AtomicUsize>);
+
+impl Drops {
+    fn track(&self) -> Tracked {
+        Tracked(self.0.clone())
+    }
+
+    fn dropped(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A scripted transport that is counted when the client lets go of it.
+struct CountedTransport {
+    inner: ScriptedTransport,
+    _tracked: Tracked,
+}
+
+impl Transport for CountedTransport {
+    fn send(&self, request: HttpRequest) -> SendFuture {
+        self.inner.send(request)
+    }
+}
+
+/// A client whose transport and three hooks are each counted by `drops`.
+fn counted_client(t: &ScriptedTransport, drops: &Drops) -> EverythingClient {
+    let (predicate, on_retry, middleware) = (drops.track(), drops.track(), drops.track());
+    scripted_builder::<EverythingClient>(t)
+        .transport(CountedTransport {
+            inner: t.clone(),
+            _tracked: drops.track(),
+        })
+        .retry_predicate(move |_| {
+            let _ = &predicate;
+            Ok(true)
+        })
+        .on_retry(move |_| {
+            let _ = &on_retry;
+            Ok(())
+        })
+        .middleware(move |_| {
+            let _ = &middleware;
+            Ok(())
+        })
+        .build()
+        .expect("the client builds")
+}
+
+/// After every kind of call (plain, retried, hedged, coalesced, streamed, cancelled
+/// while in flight, dropped in a backoff) and the client and every clone of it are
+/// dropped, the transport and the three hooks are dropped too: nothing the client
+/// made (a shared execution, a partition, a stream) keeps the client alive.
+#[tokio::test(start_paused = true)]
+async fn dropping_the_client_frees_its_transport_and_hooks() {
+    let t = ScriptedTransport::new([
+        Step::status(200).body("plain"),
+        Step::status(503).body("busy"),
+        Step::status(200).body("retried"),
+        Step::hang(),
+        Step::status(200).body("hedge"),
+        Step::status(200).body("shared").delay(ms(30)),
+        Step::status(200).chunks([(ms(5), "str"), (ms(5), "eam")]),
+        Step::hang(),
+        Step::status(503),
+    ]);
+    let drops = Drops::default();
+    let api = counted_client(&t, &drops);
+    let clone = api.clone();
+    let with_token = api.with_options(CallOptions::new().cancel_on(CancellationToken::new()));
+
+    assert_eq!(api.plain().await.expect("plain"), "plain");
+    assert_eq!(clone.plain().await.expect("retried"), "retried");
+    assert_eq!(with_token.search().await.expect("hedged"), "hedge");
+    let (a, b) = tokio::join!(api.config(), clone.config());
+    assert_eq!(
+        (a.expect("shared"), b.expect("shared")),
+        ("shared".into(), "shared".into())
+    );
+    let stream = api.export().await.expect("a stream");
+
+    // A call left in flight, and one left in its backoff, both dropped.
+    let token = CancellationToken::new();
+    let hanging = api.with_options(CallOptions::new().cancel_on(token.clone()));
+    let in_flight = tokio::spawn(async move { hanging.config().await });
+    settle().await;
+    token.cancel();
+    let ended = in_flight.await.expect("the task ends");
+    assert_eq!(ended.map_err(|e| e.kind()), Err(ErrorKind::Cancelled));
+    let backoff = tokio::time::timeout(ms(10), clone.plain()).await;
+    assert!(backoff.is_err(), "dropped during its 20 ms backoff");
+
+    drop((api, clone, with_token));
+    settle().await;
+    assert_eq!(
+        drops.dropped(),
+        4,
+        "transport, predicate, on-retry hook, middleware"
+    );
+    // A streamed answer needs nothing of the client to be read to its end.
+    assert_eq!(stream.text().await.expect("the stream reads"), "stream");
+    assert_eq!(t.attempts(), 9);
+    assert_nothing_leaked(&t);
+}
+
+/// One retry on 503 and a breaker that never trips here: the budget is measured.
+#[resilient_api(
+    timeout(attempt = "1s"),
+    retry(max = 1, backoff = fixed(delay = "10ms"), on = [503]),
+    breaker(failures = 1000, reset = "1s")
+)]
+pub trait Idle {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+const DAY: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// A floor of exactly 10 retries per 10 s and nothing earned by traffic.
+fn floor_only() -> Option<BudgetConfig> {
+    Some(BudgetConfig {
+        ttl: Duration::from_secs(10),
+        min_per_sec: 1,
+        retry_ratio: 0.0,
+    })
+}
+
+/// Calls that fail once and then succeed, until one is refused a retry: how many got
+/// their retry.
+async fn retries_granted(t: &ScriptedTransport, api: &IdleClient) -> usize {
+    let mut granted = 0;
+    loop {
+        t.push([Step::status(503).body("busy")]);
+        match api.resource().await {
+            Ok(body) => assert_eq!(body, "ok"),
+            Err(e) if e.kind() == ErrorKind::BudgetExhausted => return granted,
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+        granted += 1;
+        assert!(granted <= 100, "the budget never ran out");
+    }
+}
+
+/// The retry budget after a long idle period and a clock jump of days: the floor is
+/// exactly 10 retries per 10 s again, no more (nothing left over from the idle
+/// time), no less (nothing spent long ago still counted), and a huge jump neither
+/// panics nor stops the window from moving.
+#[tokio::test(start_paused = true)]
+async fn the_budget_holds_its_floor_after_days_idle() {
+    let t = ScriptedTransport::new([]);
+    let api: IdleClient = scripted_builder(&t)
+        .retry_budget(floor_only())
+        .on_retry({
+            let t = t.clone();
+            move |_| {
+                t.push([Step::status(200).body("ok")]);
+                Ok(())
+            }
+        })
+        .build()
+        .expect("builds");
+    for idle in [
+        Duration::ZERO,
+        DAY * 30,
+        DAY * 365 * 50,
+        Duration::from_secs(10),
+    ] {
+        tokio::time::advance(idle).await;
+        let before = t.attempts();
+        assert_eq!(retries_granted(&t, &api).await, 10, "after {idle:?} idle");
+        assert_eq!(
+            t.attempts() - before,
+            21,
+            "10 retried calls and one refused"
+        );
+    }
+    assert_nothing_leaked(&t);
+}
+
+/// No retries; a breaker that trips when half of at least 4 outcomes in 10 s failed.
+#[resilient_api(
+    timeout(attempt = "1s"),
+    retry(max = 0),
+    breaker(failure_rate = 0.5, window = "10s", min_calls = 4, reset = "1s")
+)]
+pub trait Rated {
+    #[get("/resource")]
+    async fn resource(&self) -> Result<String, ApiError>;
+}
+
+/// The failure-rate window after a long idle period: three failures counted days
+/// ago are gone (a new failure is alone in the window, and the breaker stays closed
+/// until three more), and after a jump of fifty years the window still counts
+/// exactly, bucket by bucket.
+#[tokio::test(start_paused = true)]
+async fn the_failure_rate_window_forgets_what_came_before_an_idle_period() {
+    let t = ScriptedTransport::new([]);
+    let api = scripted::<RatedClient>(&t);
+    for idle in [DAY * 3, DAY * 365 * 50] {
+        t.push((0..3).map(|_| Step::status(503)));
+        for _ in 0..3 {
+            let e = api.resource().await.expect_err("a 503");
+            assert_eq!(e.status(), Some(503));
+        }
+        let state = api.circuit_state();
+        assert_eq!(
+            (state.phase, state.calls_in_window, state.failures_in_window),
+            (Phase::Closed, 3, 3)
+        );
+        tokio::time::advance(idle).await;
+        let state = api.circuit_state();
+        assert_eq!(
+            (state.calls_in_window, state.failures_in_window),
+            (0, 0),
+            "after {idle:?}"
+        );
+        t.push((0..3).map(|_| Step::status(503)));
+        for n in 1..=3 {
+            let e = api.resource().await.expect_err("a 503");
+            assert_eq!(e.status(), Some(503));
+            assert_eq!(api.circuit_state().calls_in_window, n);
+        }
+        assert_eq!(
+            api.circuit_state().phase,
+            Phase::Closed,
+            "3 outcomes are fewer than 4"
+        );
+        t.push([Step::status(503)]);
+        let _ = api.resource().await;
+        assert_eq!(
+            api.circuit_state().phase,
+            Phase::Open,
+            "the fourth failure trips it"
+        );
+        // Past the cooldown, a successful probe closes it for the next round.
+        tokio::time::advance(Duration::from_secs(1)).await;
+        t.push([Step::status(200).body("ok")]);
+        assert_eq!(api.resource().await.expect("the probe"), "ok");
+        assert_eq!(api.circuit_state().phase, Phase::Closed);
+        tokio::time::advance(Duration::from_secs(10)).await;
+    }
+    assert_nothing_leaked(&t);
+}
+
+/// The rate limiter after a long idle period: the bucket is full again, with exactly
+/// its burst (10) and no more: the eleventh attempt waits one token's interval (1 ms
+/// at 1,000 per second), however long the idle time before it.
+#[tokio::test(start_paused = true)]
+async fn the_rate_limit_grants_exactly_its_burst_after_days_idle() {
+    let t = ScriptedTransport::new([]);
+    let api = scripted::<EverythingClient>(&t);
+    let clock = Clock::start();
+    for idle in [DAY * 2, DAY * 365 * 50] {
+        tokio::time::advance(idle).await;
+        let started = clock.now_ms();
+        t.push((0..11).map(|_| Step::status(200).body("ok")));
+        let before = t.attempts();
+        for _ in 0..11 {
+            assert_eq!(api.plain().await.expect("served"), "ok");
+        }
+        let times = t.dispatch_times();
+        let mine: Vec<u64> = times[before..]
+            .iter()
+            .map(|d| d.as_millis() as u64 - started)
+            .collect();
+        assert_eq!(
+            mine,
+            [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+            "after {idle:?} idle"
+        );
+    }
+    assert_nothing_leaked(&t);
+}
