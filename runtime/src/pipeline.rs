@@ -1560,6 +1560,11 @@ impl Call<'_> {
             Duration::MAX,
         );
         let server_wait = asked.map(|w| w.min(spec.policy.retry.retry_after_cap));
+        // An error outlives its call (a caller may keep it for as long as it likes):
+        // what it keeps is copied out of the transport's buffers, whose slices hyper
+        // hands out, so that a few bytes of body or header do not pin a whole read
+        // buffer. The error path only; a body is at most `ERROR_BODY_LIMIT`.
+        let (headers, body) = (detached(&headers), Bytes::copy_from_slice(&body));
         let mut error = ApiError::new(ErrorKind::Status).with_status(code, headers, body);
         let now = Instant::now();
         if let Some((at, wait)) = [asked, server_wait]
@@ -2025,6 +2030,21 @@ impl Future for ReadBounded {
             }
         }
     }
+}
+
+/// `headers` with every value copied into an allocation of its own (names are copied
+/// by the `http` crate already), each as sensitive as it was.
+#[cold]
+fn detached(headers: &HeaderMap) -> HeaderMap {
+    let mut copy = HeaderMap::with_capacity(headers.len());
+    for (name, value) in headers {
+        // A value that was valid stays valid: the fallback (the value itself) is
+        // never taken, and keeps the header rather than dropping it.
+        let mut own = HeaderValue::from_bytes(value.as_bytes()).unwrap_or_else(|_| value.clone());
+        own.set_sensitive(value.is_sensitive());
+        copy.append(name.clone(), own);
+    }
+    copy
 }
 
 /// The statuses whose `Location` is followed. 300 (a choice), 304 (not modified),

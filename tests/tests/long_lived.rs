@@ -1,17 +1,19 @@
 //! A client is built once and lives as long as the process: nothing it holds may grow
 //! with the number of calls, with time, or with what a caller or a server sends, and
 //! dropping it frees everything it was given. These scenarios measure that through
-//! public behaviour: a transport and hooks that count their own drops, and exact refusals and grants
+//! public behaviour: a transport and hooks that count their own drops, error bodies
+//! that must not pin the buffer they were read from, and exact refusals and grants
 //! after long idle periods and clock jumps of days on the paused clock.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use bytes::Bytes;
 use resilient_api::circuit_breaker::state::Phase;
 use resilient_api::retry::budget::BudgetConfig;
 use resilient_api::testing::{ScriptedTransport, Step};
-use resilient_api::transport::{HttpRequest, SendFuture, Transport};
+use resilient_api::transport::{HttpRequest, HttpResponse, ResponseBody, SendFuture, Transport};
 use resilient_api::{ApiError, CallOptions, CancellationToken, ErrorKind, resilient_api};
 use tests::{Clock, assert_nothing_leaked, ms, scripted, scripted_builder, settle};
 
@@ -153,6 +155,84 @@ async fn dropping_the_client_frees_its_transport_and_hooks() {
     assert_eq!(stream.text().await.expect("the stream reads"), "stream");
     assert_eq!(t.attempts(), 9);
     assert_nothing_leaked(&t);
+}
+
+/// An error response's body is kept up to 64 KiB (`ApiError::body`): the memory an
+/// error holds must be that, not a view into the buffer the transport read it from.
+/// hyper hands out body chunks as slices of its connection's read buffer (up to about
+/// 400 KiB), so a kept slice of a few bytes would keep that whole buffer alive for as
+/// long as the caller keeps the error (a last-error field, a log queue, a retry
+/// report). Here the transport's buffer is 1 MiB and the body its first 4 bytes:
+/// once the call has returned, the test's own handle must be the buffer's only one.
+#[tokio::test(start_paused = true)]
+async fn an_error_body_does_not_pin_the_buffer_it_was_read_from() {
+    let buffer = Bytes::from(vec![b'x'; 1 << 20]);
+    let t = ScriptedTransport::new([]);
+    let api = scripted::<EverythingClient>(&t);
+    // Made one at a time: a step not yet sent holds its slices too.
+    let steps: [&dyn Fn() -> Step; 2] = [&|| Step::status(404).body(buffer.slice(..4)), &|| {
+        Step::status(404).chunks([(ms(0), buffer.slice(..2)), (ms(1), buffer.slice(2..4))])
+    }];
+    for (n, step) in steps.into_iter().enumerate() {
+        t.push([step()]);
+        let e = api.plain().await.expect_err("a 404");
+        assert_eq!(
+            (e.status(), e.body_text().as_deref()),
+            (Some(404), Some("xxxx"))
+        );
+        assert!(
+            buffer.is_unique(),
+            "step {n}: an error holding a 4-byte body keeps the transport's 1 MiB buffer alive"
+        );
+    }
+    assert_nothing_leaked(&t);
+}
+
+/// Answers every request as hyper does: a 503 whose header values and body are all
+/// slices of one 1 MiB read buffer (`HeaderValue::from_maybe_shared` keeps the slice).
+struct OneBuffer(Bytes);
+
+impl Transport for OneBuffer {
+    fn send(&self, _request: HttpRequest) -> SendFuture {
+        let buffer = self.0.clone();
+        Box::pin(async move {
+            let mut headers = http::HeaderMap::new();
+            for (name, at) in [("x-request-id", 0..8), ("retry-after", 8..9)] {
+                let value = http::HeaderValue::from_maybe_shared(buffer.slice(at))
+                    .expect("digits make a header value");
+                headers.insert(name, value);
+            }
+            Ok(HttpResponse {
+                status: http::StatusCode::SERVICE_UNAVAILABLE,
+                headers,
+                body: ResponseBody::full(buffer.slice(..4)),
+            })
+        })
+    }
+}
+
+/// The same for an error's headers: hyper makes each header value a slice of the
+/// connection's read buffer, so an error that kept those slices would pin the whole
+/// buffer behind a few header bytes. Once the call (two attempts, a 503 with
+/// `Retry-After: 1` each) has returned, the error's headers and body must hold
+/// copies, and the test's handle must be the buffer's only one.
+#[tokio::test(start_paused = true)]
+async fn an_error_keeps_no_slice_of_the_transports_buffer() {
+    let buffer = Bytes::from(vec![b'1'; 1 << 20]);
+    let api: EverythingClient = scripted_builder(&ScriptedTransport::new([]))
+        .transport(OneBuffer(buffer.clone()))
+        .build()
+        .expect("builds");
+    let e = api.plain().await.expect_err("two 503s");
+    assert_eq!((e.status(), e.attempts()), (Some(503), 2));
+    assert_eq!(e.body_text().as_deref(), Some("1111"));
+    let headers = e.headers().expect("an error response's headers");
+    assert_eq!(headers["x-request-id"], "11111111");
+    drop(api);
+    assert!(
+        buffer.is_unique(),
+        "an error's header values keep the transport's 1 MiB buffer alive"
+    );
 }
 
 /// One retry on 503 and a breaker that never trips here: the budget is measured.
