@@ -364,6 +364,19 @@ pub(crate) struct Partition {
     settings: PartitionSettings,
 }
 
+impl Partition {
+    /// Whether every policy's state at `now` is as a new partition's would be, so
+    /// that forgetting this one and making a new one later changes nothing but its
+    /// breaker's generation count.
+    fn is_settled(&self, now: Instant) -> bool {
+        self.bulkhead.in_use() == 0
+            && self.bulkhead.queued() == 0
+            && self.breaker.is_settled(now)
+            && self.rate_limit.as_ref().is_none_or(|r| r.is_settled(now))
+            && self.budget.as_ref().is_none_or(|b| b.is_settled(now))
+    }
+}
+
 /// The settings a partition's policies are built from.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct PartitionSettings {
@@ -416,8 +429,38 @@ type PartitionKey = (String, String, Option<usize>);
 
 #[derive(Default)]
 struct EngineInner {
-    partitions: Mutex<HashMap<PartitionKey, Arc<Partition>>>,
+    partitions: Mutex<Partitions>,
     global: Option<Arc<Bulkhead>>,
+}
+
+/// An engine's partitions. One that no client uses any more and whose state is as a
+/// new one's would be ([`Partition::is_settled`]) is forgotten, so that the map does
+/// not grow with every upstream a client was ever built for: a client built for it
+/// later starts a new one, which behaves the same. Looked for in batches, when the map
+/// has doubled since the last look, so that building a client stays O(1) amortized.
+#[derive(Clone, Default)]
+struct Partitions {
+    map: HashMap<PartitionKey, Arc<Partition>>,
+    /// The size at which to look for partitions to forget next.
+    prune_at: usize,
+}
+
+/// The fewest partitions an engine holds before it looks for some to forget.
+const PRUNE_FLOOR: usize = 16;
+
+impl Partitions {
+    /// Forget the partitions only this map holds whose state is settled at `now`, if
+    /// the map has grown enough since the last look.
+    fn prune(&mut self, now: Instant) {
+        if self.map.len() < self.prune_at.max(PRUNE_FLOOR) {
+            return;
+        }
+        // A count of 1 is this map's own reference: no client holds it, and none can
+        // take it but through this map, whose lock is held.
+        self.map
+            .retain(|_, p| Arc::strong_count(p) > 1 || !p.is_settled(now));
+        self.prune_at = self.map.len().saturating_mul(2);
+    }
 }
 
 impl Engine {
@@ -514,7 +557,7 @@ impl Engine {
             .partitions
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        map.get(key).cloned()
+        map.map.get(key).cloned()
     }
 
     /// The partition `key`, made by `make` if the engine has none yet. One made
@@ -531,7 +574,7 @@ impl Engine {
             .partitions
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        if let Some(made) = map.get(&key) {
+        if let Some(made) = map.map.get(&key) {
             let differ = made.settings.differences(&settings);
             if !differ.is_empty() {
                 let (origin, name, _) = &key;
@@ -545,13 +588,22 @@ impl Engine {
             }
             return made.clone();
         }
-        map.entry(key).or_insert_with(|| Arc::new(make())).clone()
+        map.prune(Instant::now());
+        map.map
+            .entry(key)
+            .or_insert_with(|| Arc::new(make()))
+            .clone()
     }
 }
 
 impl fmt::Debug for Engine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let n = self.inner.partitions.lock().map(|m| m.len()).unwrap_or(0);
+        let n = self
+            .inner
+            .partitions
+            .lock()
+            .map(|m| m.map.len())
+            .unwrap_or(0);
         f.debug_struct("Engine").field("partitions", &n).finish()
     }
 }
@@ -1108,7 +1160,10 @@ impl<C: GeneratedClient> ClientBuilder<C> {
     /// built with it: a later client that asks for it with another breaker,
     /// bulkhead, rate limit or retry budget shares it all the same, and a `tracing`
     /// warning at `build()` names what differs. Give an API a partition of its own to
-    /// keep its own settings.
+    /// keep its own settings. A partition that no client uses any more is kept while
+    /// its state differs from a new one's (a breaker with failures counted or open, a
+    /// bucket not yet refilled, a budget with calls still counted) and forgotten after,
+    /// so an engine that outlives many clients, for many hosts, does not grow with them.
     ///
     /// ```
     /// # use resilient_api::testing::{ScriptedTransport, Step};

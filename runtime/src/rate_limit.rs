@@ -429,6 +429,12 @@ impl RateLimiter {
         (burst - deficit as f64 / self.interval as f64).clamp(0.0, burst)
     }
 
+    /// Whether the bucket is full at `now` and nobody waits: as a new limiter would be.
+    pub(crate) fn is_settled(&self, now: Instant) -> bool {
+        self.waiting.load(Ordering::Acquire) == 0
+            && self.tat.load(Ordering::Acquire) <= self.ns(now)
+    }
+
     /// The effective configuration (burst clamped to at least 1).
     ///
     /// ```

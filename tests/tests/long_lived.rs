@@ -403,3 +403,84 @@ async fn the_rate_limit_grants_exactly_its_burst_after_days_idle() {
     }
     assert_nothing_leaked(&t);
 }
+
+/// How many partitions `engine` holds, from its `Debug` (`Engine { partitions: N }`).
+fn partitions(engine: &resilient_api::Engine) -> usize {
+    let shown = format!("{engine:?}");
+    let n = shown
+        .trim_start_matches("Engine { partitions: ")
+        .trim_end_matches(" }");
+    n.parse()
+        .unwrap_or_else(|_| panic!("unexpected Debug: {shown}"))
+}
+
+/// One engine shared by clients built for many upstreams, one after another (a client
+/// per tenant's base URL, say, all under one global bulkhead): a partition that no
+/// client uses any more and whose state is as a new one's would be (breaker closed
+/// with nothing counted, bucket full, budget with nothing counted, nobody holding a
+/// slot) is forgotten, so the engine's map does not grow with the number of
+/// upstreams it has ever seen. It forgets them in batches, so it may hold a few (at
+/// most 16 here); before, it held every one of the 200.
+#[tokio::test(start_paused = true)]
+async fn an_engine_forgets_partitions_no_client_uses() {
+    let engine = resilient_api::Engine::new();
+    let t = ScriptedTransport::new([]);
+    for tenant in 0..200 {
+        let api: EverythingClient = scripted_builder(&t)
+            .base_url(format!("https://tenant-{tenant}.example.test"))
+            .engine(engine.clone())
+            .build()
+            .expect("builds");
+        t.push([Step::status(200).body("ok")]);
+        assert_eq!(api.plain().await.expect("served"), "ok");
+        drop(api);
+        // Past the rate limit's refill and the budget's window: nothing left counted.
+        tokio::time::advance(Duration::from_secs(11)).await;
+        assert!(
+            partitions(&engine) <= 16,
+            "tenant {tenant}: {}",
+            partitions(&engine)
+        );
+    }
+    assert_nothing_leaked(&t);
+}
+
+/// What an engine forgets is only what a new partition would hold anyway: a host
+/// whose breaker has counted failures (or is open) keeps its partition after its last
+/// client is dropped, however many other hosts come and go, so a client built for it
+/// later finds the same breaker, as sharing an engine promises; and a partition in
+/// use by a live client is never forgotten.
+#[tokio::test(start_paused = true)]
+async fn an_engine_keeps_partitions_with_state_or_clients() {
+    let engine = resilient_api::Engine::new();
+    let t = ScriptedTransport::new([]);
+    let build = |host: &str| -> EverythingClient {
+        scripted_builder(&t)
+            .base_url(format!("https://{host}.example.test"))
+            .engine(engine.clone())
+            .build()
+            .expect("builds")
+    };
+    let live = build("live");
+    let failing = build("failing");
+    t.push([Step::status(404), Step::status(503), Step::status(503)]);
+    let _ = live.plain().await;
+    let _ = failing.plain().await; // one failure and its retry's: two counted
+    assert_eq!(failing.circuit_state().consecutive_failures, 2);
+    drop(failing);
+    for other in 0..100 {
+        let api = build(&format!("other-{other}"));
+        drop(api);
+        tokio::time::advance(Duration::from_secs(11)).await;
+    }
+    let again = build("failing");
+    assert_eq!(
+        again.circuit_state().consecutive_failures,
+        2,
+        "the same breaker"
+    );
+    let state = live.circuit_state();
+    assert_eq!((state.phase, state.generation), (Phase::Closed, 0));
+    assert!(partitions(&engine) <= 18, "{}", partitions(&engine));
+    assert_nothing_leaked(&t);
+}

@@ -172,6 +172,15 @@ impl CircuitBreaker {
         self.lock().open_at(at)
     }
 
+    /// Whether the breaker at `now` is as a new one would be: closed, with nothing
+    /// counted (no failure in a row, nothing in the window, no slow call pending).
+    pub(crate) fn is_settled(&self, now: Instant) -> bool {
+        let state = self.lock().snapshot(now);
+        state.phase == state::Phase::Closed
+            && state.consecutive_failures == 0
+            && state.calls_in_window == 0
+    }
+
     /// The state at `now`, after moving an open breaker whose cooldown has ended to
     /// half-open (with its event), as the next attempt would: never `Open` past the
     /// cooldown.

@@ -300,6 +300,21 @@ impl RetryBudget {
         }
     }
 
+    /// Whether nothing deposited or withdrawn still counts at `now`: the budget then
+    /// allows what a new one would (its floor alone).
+    pub(crate) fn is_settled(&self, now: Instant) -> bool {
+        let epoch = self.epoch_of(now);
+        let _locked = self.lock();
+        let newest = self.epoch.load(Ordering::Acquire);
+        let Some(counted) = (SLOTS as u64).checked_sub(epoch.saturating_sub(newest)) else {
+            return true;
+        };
+        // The buckets of `newest` and the `counted - 1` before it still count.
+        (0..counted)
+            .filter_map(|k| newest.checked_sub(k))
+            .all(|e| self.slots[slot_index(e)].load(Ordering::Acquire) == 0)
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
         // Nothing panics while it is held, but never let a poisoned lock stop retries.
         self.lock
@@ -403,6 +418,29 @@ mod tests {
         assert!(budget.withdraw(almost));
         // ...gone at ttl.
         assert!(!budget.withdraw(t0 + Duration::from_secs(10)));
+    }
+
+    /// A budget is settled (as a new one, so an engine may forget it) only once
+    /// nothing it counted still counts: a deposit keeps it unsettled until its bucket
+    /// leaves the window, and so does a withdrawal, unless it was refunded.
+    #[test]
+    fn a_budget_is_settled_once_nothing_counts() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let budget = RetryBudget::new(config(10, 1, 0.5), t0);
+        assert!(budget.is_settled(t0));
+        let paid = budget.try_withdraw(t0).expect("the floor");
+        assert!(!budget.is_settled(t0));
+        budget.refund(paid);
+        assert!(budget.is_settled(t0), "refunded: as if never made");
+        budget.deposit(t0 + s(3));
+        assert!(!budget.is_settled(t0 + s(3)));
+        assert!(
+            !budget.is_settled(t0 + s(12)),
+            "bucket 3 still counts until 13 s"
+        );
+        assert!(budget.is_settled(t0 + s(13)));
+        assert!(budget.is_settled(t0 + s(10 * 365 * 24 * 3600)));
     }
 
     #[test]
