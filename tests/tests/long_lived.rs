@@ -484,3 +484,95 @@ async fn an_engine_keeps_partitions_with_state_or_clients() {
     assert!(partitions(&engine) <= 18, "{}", partitions(&engine));
     assert_nothing_leaked(&t);
 }
+
+/// Coalesced reads keyed by a value the caller chooses, decoded as JSON.
+#[resilient_api(
+    timeout(attempt = "1s"),
+    retry(max = 1, backoff = fixed(delay = "20ms"), on = [503]),
+    breaker(failures = 100000, reset = "1s")
+)]
+pub trait Lookup {
+    #[get("/items")]
+    #[coalesce]
+    async fn item(&self, #[query] id: u32) -> Result<u32, ApiError>;
+}
+
+/// The handle under a [`LookupClient`], kept to look at the client's coalescing map.
+struct LookupProbe(resilient_api::__private::Handle);
+
+impl resilient_api::client::GeneratedClient for LookupProbe {
+    const API: &'static resilient_api::__private::ApiSpec =
+        <LookupClient as resilient_api::client::GeneratedClient>::API;
+    fn from_handle(handle: resilient_api::__private::Handle) -> Self {
+        LookupProbe(handle)
+    }
+}
+
+/// Coalescing keys are the caller's values (here a query parameter): a key is
+/// forgotten however its execution ends, so a long-lived client that has looked up
+/// hundreds of distinct values holds none once their calls are over. Each id ends a
+/// different way: answered, a 404, a retried 503 that stays one, past its deadline
+/// while in flight, dropped in its backoff, undecodable, and a retry predicate that
+/// panics inside the shared execution.
+#[tokio::test(start_paused = true)]
+async fn coalescing_keys_do_not_outlive_their_calls() {
+    use resilient_api::client::GeneratedClient;
+    let t = ScriptedTransport::new([]);
+    let panics = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let LookupProbe(handle) = scripted_builder::<LookupProbe>(&t)
+        .retry_predicate({
+            let panics = panics.clone();
+            move |_| {
+                assert!(!panics.load(Ordering::SeqCst), "the predicate panicked");
+                Ok(true)
+            }
+        })
+        .build()
+        .expect("builds");
+    let api = LookupClient::from_handle(handle.clone());
+    let keys = || resilient_api::__private::coalescing_keys(&handle);
+    for id in 0..700u32 {
+        match id % 7 {
+            0 => {
+                t.push([Step::status(200).header("content-type", "application/json").body(id.to_string())]);
+                assert_eq!(api.item(id).await.expect("answered"), id);
+            }
+            1 => {
+                t.push([Step::status(404)]);
+                assert_eq!(api.item(id).await.expect_err("a 404").status(), Some(404));
+            }
+            2 => {
+                t.push([Step::status(503), Step::status(503)]);
+                assert_eq!(api.item(id).await.expect_err("503s").attempts(), 2);
+            }
+            3 => {
+                t.push([Step::hang()]);
+                let short = api.with_options(CallOptions::new().deadline(ms(5)));
+                let e = short.item(id).await.expect_err("past its deadline");
+                assert_eq!(e.kind(), ErrorKind::Deadline);
+            }
+            4 => {
+                t.push([Step::status(503)]);
+                let dropped = tokio::time::timeout(ms(10), api.item(id)).await;
+                assert!(dropped.is_err(), "dropped in its backoff");
+            }
+            5 => {
+                t.push([Step::status(200).header("content-type", "application/json").body("\"no\"")]);
+                assert_eq!(api.item(id).await.expect_err("a string").kind(), ErrorKind::Decode);
+            }
+            _ => {
+                t.push([Step::status(503)]);
+                panics.store(true, Ordering::SeqCst);
+                let call = tokio::spawn({
+                    let api = api.clone();
+                    async move { api.item(id).await }
+                });
+                let e = call.await.expect_err("the predicate's panic reaches the caller");
+                assert!(e.is_panic());
+                panics.store(false, Ordering::SeqCst);
+            }
+        }
+        assert_eq!(keys(), 0, "id {id} left its key behind");
+    }
+    assert_nothing_leaked(&t);
+}
