@@ -534,7 +534,9 @@ async fn coalescing_keys_do_not_outlive_their_calls() {
     for id in 0..700u32 {
         match id % 7 {
             0 => {
-                t.push([Step::status(200).header("content-type", "application/json").body(id.to_string())]);
+                t.push([Step::status(200)
+                    .header("content-type", "application/json")
+                    .body(id.to_string())]);
                 assert_eq!(api.item(id).await.expect("answered"), id);
             }
             1 => {
@@ -557,8 +559,13 @@ async fn coalescing_keys_do_not_outlive_their_calls() {
                 assert!(dropped.is_err(), "dropped in its backoff");
             }
             5 => {
-                t.push([Step::status(200).header("content-type", "application/json").body("\"no\"")]);
-                assert_eq!(api.item(id).await.expect_err("a string").kind(), ErrorKind::Decode);
+                t.push([Step::status(200)
+                    .header("content-type", "application/json")
+                    .body("\"no\"")]);
+                assert_eq!(
+                    api.item(id).await.expect_err("a string").kind(),
+                    ErrorKind::Decode
+                );
             }
             _ => {
                 t.push([Step::status(503)]);
@@ -567,12 +574,48 @@ async fn coalescing_keys_do_not_outlive_their_calls() {
                     let api = api.clone();
                     async move { api.item(id).await }
                 });
-                let e = call.await.expect_err("the predicate's panic reaches the caller");
+                let e = call
+                    .await
+                    .expect_err("the predicate's panic reaches the caller");
                 assert!(e.is_panic());
                 panics.store(false, Ordering::SeqCst);
             }
         }
         assert_eq!(keys(), 0, "id {id} left its key behind");
+    }
+    assert_nothing_leaked(&t);
+}
+
+/// Three per second, one at a time: an interval of 333.33... ms, which no timer tick
+/// meets.
+#[resilient_api(
+    timeout(attempt = "1s"),
+    retry(max = 0),
+    rate_limit(per_second = 3, burst = 1)
+)]
+pub trait Thirds {
+    #[get("/tick")]
+    async fn tick(&self) -> Result<String, ApiError>;
+}
+
+/// An hour of back-to-back calls through a rate limit whose interval is not a whole
+/// number of milliseconds: each waiter takes its token on the tick that wakes it, so
+/// the k-th call goes at exactly k × 334 ms, from the first to the 10,800th. The
+/// spacing neither drifts below the rate (a rounding error that accumulates would let
+/// calls come closer than 333.33 ms) nor grows beyond that one tick per call.
+#[tokio::test(start_paused = true)]
+async fn an_hour_of_calls_keeps_the_rate_limit_exact() {
+    let t = ScriptedTransport::new([]);
+    let api = scripted::<ThirdsClient>(&t);
+    const CALLS: u64 = 10_800;
+    for _ in 0..CALLS {
+        t.push([Step::status(200).body("ok")]);
+        assert_eq!(api.tick().await.expect("served"), "ok");
+    }
+    let times = t.dispatch_times();
+    assert_eq!(times.len() as u64, CALLS);
+    for (k, at) in times.iter().enumerate() {
+        assert_eq!(at.as_millis(), k as u128 * 334, "call {k}");
     }
     assert_nothing_leaked(&t);
 }
