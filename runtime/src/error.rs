@@ -7,12 +7,13 @@
 //!
 //! # Defaults
 //! An error response's body is kept up to 64 KiB, or up to the call's body limit if
-//! that is lower; it and the response's headers are copies of their own, never slices
-//! of the transport's read buffer, so an error kept for long holds only what it shows. An answer that could not be decoded ([`ErrorKind::Decode`],
+//! that is lower. It and the response's headers are copies of their own, never slices
+//! of the transport's read buffer, so an error kept for long holds only what it shows.
+//! An answer that could not be decoded ([`ErrorKind::Decode`],
 //! [`ErrorKind::UnexpectedContentType`]) leaves its status, never its body or headers:
-//! a success's body is the caller's data. `Display` is short, lowercase, and never holds a secret: no request
-//! header values, no query string, no request body (a decode error names the
-//! response's content type, as it should).
+//! a success's body is the caller's data. `Display` is short, lowercase, and never
+//! holds a secret: no request header values, no query string, no request body (a
+//! decode error names the response's content type, as it should).
 //!
 //! # Example
 //! ```
