@@ -1,0 +1,578 @@
+//! A call dropped (or cancelled through its token) at any point leaves nothing behind.
+//!
+//! Each scenario is run again and again on a fresh client: the call under test is
+//! polled exactly `k` times (the clock moving 1 ms between polls that leave it
+//! waiting, and not at all after a poll that leaves it woken), then dropped, or its
+//! token is cancelled and it is polled once more (it must end then, `Cancelled`). `k`
+//! runs from 0 until the call finishes on its own, so every await point of the call
+//! is a point where it stops. After each stop, everything the call could have held is
+//! measured through public behaviour, exactly: nothing in flight and no open body, no
+//! later dispatch, every bulkhead slot and queue place back (N new calls: exactly the
+//! slots run at once, exactly the queue waits, the next one is refused), no probe slot
+//! held and no outcome counted for an attempt that never answered, no rate-limit token
+//! spent for an attempt that was never sent (the next calls leave at the exact
+//! milliseconds the bucket's own arithmetic gives), no coalescing entry left (an
+//! identical call starts a new execution), and a healthy follow-up succeeds.
+//!
+//! Every call's answers come from a route of its own (its `who` query), so a call
+//! stopped early leaves no scripted step behind for the next call to take.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+
+use resilient_api::circuit_breaker::state::Phase;
+use resilient_api::testing::{ScriptedTransport, Step};
+use resilient_api::transport::{HttpRequest, SendFuture, Transport};
+use resilient_api::{ApiError, CallOptions, CancellationToken, ErrorKind, Jitter, resilient_api};
+use tests::{Clock, ms, settle, spawn_timed};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+// ---------------------------------------------------------------------------------
+// The harness
+// ---------------------------------------------------------------------------------
+
+/// A transport that sends each request to the scripted transport of its route: the
+/// request's `who` query. Each route counts its own dispatches, attempts in flight and
+/// open bodies.
+#[derive(Clone, Default)]
+struct Routed(Arc<Mutex<HashMap<String, ScriptedTransport>>>);
+
+impl Routed {
+    /// A route `who` answering with `steps`, one per dispatch.
+    fn route(&self, who: &str, steps: impl IntoIterator<Item = Step>) -> ScriptedTransport {
+        let t = ScriptedTransport::new(steps);
+        self.0
+            .lock()
+            .expect("routes")
+            .insert(who.to_owned(), t.clone());
+        t
+    }
+
+    /// Every route: nothing in flight, no open body.
+    fn assert_idle(&self, when: &str) {
+        for (who, t) in self.0.lock().expect("routes").iter() {
+            assert_eq!(t.in_flight(), 0, "{when}: `{who}` has an attempt in flight");
+            assert_eq!(t.open_bodies(), 0, "{when}: `{who}` has an open body");
+        }
+    }
+}
+
+impl Transport for Routed {
+    fn send(&self, request: HttpRequest) -> SendFuture {
+        let who = request
+            .url
+            .query_pairs()
+            .find(|(k, _)| k == "who")
+            .map(|(_, v)| v.into_owned())
+            .unwrap_or_default();
+        let t = self.0.lock().expect("routes").get(&who).cloned();
+        match t {
+            Some(t) => t.send(request),
+            None => panic!("no route for `{who}`"),
+        }
+    }
+}
+
+/// A waker that only remembers that it was woken.
+#[derive(Default)]
+struct Flag(AtomicBool);
+
+impl Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Polls `call` at most `polls` times: after a poll that leaves it woken, other tasks
+/// run (the clock stays); after one that leaves it waiting, the clock moves 1 ms and
+/// then other tasks run.
+/// `Some` with its output if it finished within those polls.
+async fn drive<F: Future + ?Sized>(call: &mut Pin<Box<F>>, polls: usize) -> Option<F::Output> {
+    let flag = Arc::new(Flag::default());
+    let waker = Waker::from(flag.clone());
+    let mut cx = Context::from_waker(&waker);
+    for _ in 0..polls {
+        if let Poll::Ready(out) = call.as_mut().poll(&mut cx) {
+            return Some(out);
+        }
+        // Other tasks (the calls around it) run before the next poll, as they would
+        // with the call on a task of its own.
+        if !flag.0.swap(false, Ordering::SeqCst) {
+            tokio::time::advance(ms(1)).await;
+        }
+        settle().await;
+    }
+    None
+}
+
+/// How the call under test is stopped after its `k` polls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    /// Its future is dropped.
+    Drop,
+    /// Its token is cancelled and it is polled once more: it must end then.
+    Cancel,
+}
+
+/// Runs `scenario(k, stop)` for k = 0, 1, 2, ... until the call under test finishes
+/// on its own (`true`), for both ways of stopping it. Fails if that takes more than
+/// `max` polls, and returns how many stops were made (at least `min`, so that a
+/// scenario whose call finished at once cannot pass for one that stopped it).
+async fn every_stop<S, Fut>(max: usize, min: usize, mut scenario: S)
+where
+    S: FnMut(usize, Stop) -> Fut,
+    Fut: Future<Output = bool>,
+{
+    for stop in [Stop::Drop, Stop::Cancel] {
+        let mut stops = 0;
+        let mut k = 0;
+        loop {
+            assert!(k <= max, "{stop:?}: the call never finished on its own");
+            if scenario(k, stop).await {
+                break;
+            }
+            stops += 1;
+            k += 1;
+        }
+        assert!(
+            stops >= min,
+            "{stop:?}: only {stops} stops before the call finished"
+        );
+    }
+}
+
+/// Awaits a spawned call, failing instead of hanging forever.
+async fn settled<T>(call: JoinHandle<T>) -> T {
+    tokio::time::timeout(std::time::Duration::from_secs(30), call)
+        .await
+        .expect("a call never settled: something was lost")
+        .expect("a call's task panicked")
+}
+
+/// Every call's options: its token (and nothing else).
+fn with_token(token: &CancellationToken) -> CallOptions {
+    CallOptions::new().cancel_on(token.clone())
+}
+
+/// Stops `call`, which `drive` left pending after its `k` polls, as `stop` says: a
+/// cancelled call must end in its next poll, with `Cancelled`, in the same tick.
+fn stop_now<F>(mut call: Pin<Box<F>>, k: usize, stop: Stop, token: &CancellationToken)
+where
+    F: Future + ?Sized,
+    F::Output: std::fmt::Debug + IntoKind,
+{
+    if stop == Stop::Cancel {
+        token.cancel();
+        let at = Instant::now();
+        let waker = Waker::from(Arc::new(Flag::default()));
+        match call.as_mut().poll(&mut Context::from_waker(&waker)) {
+            Poll::Ready(out) => assert_eq!(
+                out.kind(),
+                Some(ErrorKind::Cancelled),
+                "k={k}: a cancelled call ends Cancelled: {out:?}"
+            ),
+            Poll::Pending => panic!("k={k}: a cancelled call ends in its next poll"),
+        }
+        assert_eq!(Instant::now(), at, "k={k}: settled in the same tick");
+    }
+    drop(call);
+}
+
+/// The error kind of a call's output, if it failed.
+trait IntoKind {
+    fn kind(&self) -> Option<ErrorKind>;
+}
+
+impl<T> IntoKind for Result<T, ApiError> {
+    fn kind(&self) -> Option<ErrorKind> {
+        self.as_ref().err().map(ApiError::kind)
+    }
+}
+
+/// The options of the call under test: none when it is dropped (so that a plain
+/// call takes its own fast path), its token when it is cancelled.
+fn options(stop: Stop, token: &CancellationToken) -> CallOptions {
+    match stop {
+        Stop::Drop => CallOptions::new(),
+        Stop::Cancel => with_token(token),
+    }
+}
+
+/// A client of `C` over `routes`, with a fixed jitter.
+fn client<C: resilient_api::client::GeneratedClient>(routes: &Routed) -> C {
+    resilient_api::client::ClientBuilder::<C>::new()
+        .base_url("https://example.test")
+        .transport(routes.clone())
+        .jitter(Jitter::fixed(0.5))
+        .build()
+        .expect("the client builds")
+}
+
+// ---------------------------------------------------------------------------------
+// Retries (backoff and Retry-After), a bulkhead with a queue, attempt and total
+// timeouts, a body in chunks
+// ---------------------------------------------------------------------------------
+
+/// One slot and one queue place; two retries 20 ms apart; a breaker that only counts.
+#[resilient_api(
+    timeout(attempt = "40ms", total = "250ms"),
+    retry(max = 2, backoff = fixed(delay = "20ms"), on = [503]),
+    breaker(failures = 100, reset = "1s"),
+    bulkhead(concurrency = 1, queue = 1)
+)]
+pub trait Queued {
+    #[get("/r")]
+    async fn r(&self, #[query] who: &str) -> Result<String, ApiError>;
+}
+
+/// After a stop: the bulkhead has its one slot and its one queue place back. Two new
+/// calls that take 30 ms each: the first runs at once, the second waits and runs at
+/// +30; a third, while they hold slot and place, is refused at once.
+async fn assert_one_slot_one_place(api: &QueuedClient, routes: &Routed) {
+    let clock = Clock::start();
+    let a = routes.route("a", [Step::status(200).body("a").delay(ms(30))]);
+    let b = routes.route("b", [Step::status(200).body("b").delay(ms(30))]);
+    let c = routes.route("c", [Step::status(200).body("c")]);
+    let first = spawn_timed(clock, {
+        let api = api.clone();
+        async move { api.r("a").await }
+    });
+    let second = spawn_timed(clock, {
+        let api = api.clone();
+        async move { api.r("b").await }
+    });
+    settle().await;
+    assert_eq!((a.attempts(), b.attempts()), (1, 0), "one runs, one waits");
+    let refused = api.r("c").await.expect_err("slot and place are taken");
+    assert_eq!(refused.kind(), ErrorKind::BulkheadFull);
+    assert_eq!(c.attempts(), 0);
+    let (first, at) = settled(first).await;
+    assert_eq!((first.expect("a").as_str(), at), ("a", 30));
+    let (second, at) = settled(second).await;
+    assert_eq!((second.expect("b").as_str(), at), ("b", 60));
+}
+
+/// Another call holds the only slot until t=15, so the call under test first waits
+/// in the queue; then 503 (t=20), a 20 ms backoff, 503 with `retry-after-ms: 30`
+/// (t=45), and at t=75 a 200 whose body comes in two chunks, whole at t=85. Stopped
+/// anywhere: none of its attempts is in flight, nothing is sent later, the breaker
+/// counts exactly the 503s it received (a success whose body never came whole counts
+/// as nothing), the bulkhead is whole, and a follow-up succeeds.
+#[tokio::test(start_paused = true)]
+async fn retries_behind_a_bulkhead_queue_stop_anywhere() {
+    every_stop(400, 80, |k, stop| async move {
+        let routes = Routed::default();
+        let api: QueuedClient = client(&routes);
+        let clock = Clock::start();
+        let hold = routes.route("hold", [Step::status(200).body("held").delay(ms(15))]);
+        let me = routes.route(
+            "me",
+            [
+                Step::status(503).body("busy").delay(ms(5)),
+                Step::status(503)
+                    .header("retry-after-ms", "30")
+                    .body("busy")
+                    .delay(ms(5)),
+                Step::status(200).chunks([(ms(5), "o"), (ms(5), "k")]),
+            ],
+        );
+        let holder = spawn_timed(clock, {
+            let api = api.clone();
+            async move { api.r("hold").await }
+        });
+        settle().await;
+        assert_eq!(hold.attempts(), 1);
+        let token = CancellationToken::new();
+        let h = api.with_options(options(stop, &token));
+        let mut call = Box::pin(h.r("me"));
+        let finished = drive(&mut call, k).await;
+        let answered = me.attempts() - me.in_flight();
+        let sent = me.attempts();
+        let done = finished.is_some();
+        match finished {
+            Some(out) => {
+                assert_eq!(out.expect("the third attempt succeeds"), "ok");
+                assert_eq!(me.dispatch_times(), [ms(15), ms(40), ms(75)]);
+                assert_eq!(clock.now_ms(), 85);
+            }
+            None => stop_now(call, k, stop, &token),
+        }
+        assert_eq!(me.in_flight(), 0, "k={k}: the stopped attempt is aborted");
+        assert_eq!(me.open_bodies(), 0, "k={k}: the body is dropped");
+        let (held, at) = settled(holder).await;
+        assert_eq!((held.expect("held").as_str(), at), ("held", 15.max(at)));
+        tokio::time::sleep(ms(300)).await;
+        assert_eq!(me.attempts(), sent, "k={k}: nothing is sent after the stop");
+        let state = api.circuit_state();
+        let failures = if done { 0 } else { answered.min(2) as u32 };
+        assert_eq!(
+            (state.phase, state.consecutive_failures, state.generation),
+            (Phase::Closed, failures, 0),
+            "k={k}: the breaker counts the 503s received, nothing else"
+        );
+        assert_eq!(state.probes_in_flight, 0);
+        assert_one_slot_one_place(&api, &routes).await;
+        routes.route("ok", [Step::status(200).body("ok")]);
+        assert_eq!(api.r("ok").await.expect("a healthy follow-up"), "ok");
+        routes.assert_idle(&format!("k={k} {stop:?}"));
+        done
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------
+// A half-open breaker's probe
+// ---------------------------------------------------------------------------------
+
+/// One failure trips the breaker for 50 ms; half-open, one probe; one retry.
+#[resilient_api(
+    timeout(attempt = "40ms"),
+    retry(max = 1, backoff = fixed(delay = "10ms"), on = [503]),
+    breaker(failures = 1, reset = "50ms", probes = 1)
+)]
+pub trait Probed {
+    #[get("/r")]
+    async fn r(&self, #[query] who: &str) -> Result<String, ApiError>;
+}
+
+/// How the probe under test is answered.
+#[derive(Clone, Copy, Debug)]
+enum ProbeAnswer {
+    /// A 200 at +10 whose body comes in two chunks, whole at +30.
+    Success,
+    /// A 503 at +10.
+    Failure,
+    /// Nothing: its attempt times out at +40.
+    Hang,
+}
+
+/// The call under test is a half-open breaker's probe. Stopped anywhere before its
+/// answer is whole, it gives the probe slot back and counts as nothing: the breaker
+/// is still half-open in the same generation, with no probe out, and the next call
+/// probes and closes it. A probe that answered counts as it answered.
+async fn probe_stopped(answer: ProbeAnswer) {
+    every_stop(200, 10, |k, stop| async move {
+        let routes = Routed::default();
+        let api: ProbedClient = client(&routes);
+        routes.route("trip", [Step::status(503).body("down")]);
+        // Its 503 trips the breaker: its retry would be refused, so it ends now.
+        let e = api.r("trip").await.expect_err("tripped");
+        assert_eq!(e.kind(), ErrorKind::CircuitOpen);
+        tokio::time::sleep(ms(50)).await;
+        let half_open = api.circuit_state();
+        assert_eq!(
+            (half_open.phase, half_open.probes_in_flight),
+            (Phase::HalfOpen, 0)
+        );
+        let step = match answer {
+            ProbeAnswer::Success => Step::status(200)
+                .chunks([(ms(10), "o"), (ms(10), "k")])
+                .delay(ms(10)),
+            ProbeAnswer::Failure => Step::status(503).body("down").delay(ms(10)),
+            ProbeAnswer::Hang => Step::hang(),
+        };
+        let me = routes.route("me", [step]);
+        let token = CancellationToken::new();
+        let h = api.with_options(options(stop, &token));
+        let mut call = Box::pin(h.r("me"));
+        let finished = drive(&mut call, k).await;
+        let sent = me.attempts();
+        let done = finished.is_some();
+        let state = api.circuit_state();
+        match finished {
+            Some(out) => match answer {
+                ProbeAnswer::Success => {
+                    assert_eq!(out.expect("the probe succeeds"), "ok");
+                    assert_eq!(
+                        (state.phase, state.generation),
+                        (Phase::Closed, half_open.generation + 1)
+                    );
+                }
+                ProbeAnswer::Failure | ProbeAnswer::Hang => {
+                    // Reopened by the probe: the retry would find it open.
+                    let e = out.expect_err("the probe fails");
+                    assert_eq!(e.kind(), ErrorKind::CircuitOpen, "{e}");
+                    assert_eq!(
+                        (state.phase, state.generation),
+                        (Phase::Open, half_open.generation + 1)
+                    );
+                }
+            },
+            None => {
+                stop_now(call, k, stop, &token);
+                let state = api.circuit_state();
+                assert_eq!(
+                    (state.phase, state.generation, state.probes_in_flight),
+                    (Phase::HalfOpen, half_open.generation, 0),
+                    "k={k} {stop:?}: a stopped probe gives its slot back and counts as nothing"
+                );
+            }
+        }
+        assert_eq!(me.in_flight(), 0, "k={k}: the probe's request is aborted");
+        assert_eq!(me.open_bodies(), 0, "k={k}");
+        tokio::time::sleep(ms(200)).await;
+        assert_eq!(me.attempts(), sent, "k={k}: nothing is sent after the stop");
+        // Whatever happened, the next call (after any fresh cooldown) probes and
+        // closes the breaker.
+        routes.route("next", [Step::status(200).body("ok")]);
+        assert_eq!(api.r("next").await.expect("the next call probes"), "ok");
+        let closed = api.circuit_state();
+        assert_eq!((closed.phase, closed.probes_in_flight), (Phase::Closed, 0));
+        routes.assert_idle(&format!("k={k} {stop:?}"));
+        done
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_successful_probe_stopped_anywhere_counts_as_nothing() {
+    probe_stopped(ProbeAnswer::Success).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_probe_stopped_anywhere_counts_as_nothing() {
+    probe_stopped(ProbeAnswer::Failure).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hanging_probe_stopped_anywhere_counts_as_nothing() {
+    probe_stopped(ProbeAnswer::Hang).await;
+}
+
+// ---------------------------------------------------------------------------------
+// A rate limit's line
+// ---------------------------------------------------------------------------------
+
+/// Ten tokens a second (one every 100 ms), a burst of two; one retry 10 ms after a 503.
+#[resilient_api(
+    timeout(attempt = "40ms"),
+    retry(max = 1, backoff = fixed(delay = "10ms"), on = [503]),
+    breaker(failures = 100, reset = "1s"),
+    rate_limit(per_second = 10, burst = 2)
+)]
+pub trait Limited {
+    #[get("/r")]
+    async fn r(&self, #[query] who: &str) -> Result<String, ApiError>;
+}
+
+/// The token bucket's own arithmetic (the theoretical arrival time, in ms since the
+/// client was built) after a token was taken at each of `taken`.
+fn arrival_after(taken: &[u64]) -> u64 {
+    let mut sorted = taken.to_vec();
+    sorted.sort_unstable();
+    sorted.into_iter().fold(0, |tat, at| tat.max(at) + 100)
+}
+
+/// When each of `line` (in FIFO order, all in line at `now`) takes its token, with the
+/// bucket at `tat`: at once if it holds one, else when the next one comes (a burst
+/// of 2: `tat - 100`), each after the one before it.
+fn served_at(mut tat: u64, now: u64, line: usize) -> Vec<u64> {
+    let mut at = now;
+    (0..line)
+        .map(|_| {
+            at = at.max(tat.saturating_sub(100));
+            tat = tat.max(at) + 100;
+            at
+        })
+        .collect()
+}
+
+/// Every dispatch of every route, in ms since `clock` started.
+fn all_dispatches(routes: &[&ScriptedTransport], since: u64) -> Vec<u64> {
+    routes
+        .iter()
+        .flat_map(|t| t.dispatch_times())
+        .map(|d| since + d.as_millis() as u64)
+        .collect()
+}
+
+/// At t=0 one call takes the first token and another the second; `front` then waits
+/// in line for the token of t=100 and the call under test behind it for t=200 (a 503
+/// at +5, its retry at +10 waits for the token of t=300, and its 200 ends it). Stopped
+/// anywhere, it leaves the line and takes nothing: two calls that join the line then
+/// (the second with a deadline one tick after its due time, which a ghost ahead of it
+/// would make it miss) leave at exactly the times the bucket's arithmetic gives from
+/// the tokens actually spent, one per dispatch.
+#[tokio::test(start_paused = true)]
+async fn waiting_in_a_rate_limit_line_stops_anywhere() {
+    every_stop(1200, 150, |k, stop| async move {
+        let routes = Routed::default();
+        let api: LimitedClient = client(&routes);
+        let clock = Clock::start();
+        let first = routes.route("first", [Step::status(200).body("first")]);
+        let second = routes.route("second", [Step::status(200).body("second")]);
+        let front = routes.route("front", [Step::status(200).body("front")]);
+        let me = routes.route(
+            "me",
+            [
+                Step::status(503).body("busy").delay(ms(5)),
+                Step::status(200).body("ok"),
+            ],
+        );
+        assert_eq!(api.r("first").await.expect("a token"), "first");
+        assert_eq!(api.r("second").await.expect("a token"), "second");
+        let ahead = spawn_timed(clock, {
+            let api = api.clone();
+            async move { api.r("front").await }
+        });
+        settle().await;
+        assert_eq!(front.attempts(), 0, "in line");
+        let token = CancellationToken::new();
+        let h = api.with_options(options(stop, &token));
+        let mut call = Box::pin(h.r("me"));
+        let finished = drive(&mut call, k).await;
+        let sent = me.attempts();
+        let done = finished.is_some();
+        match finished {
+            Some(out) => {
+                assert_eq!(out.expect("the retry succeeds"), "ok");
+                assert_eq!(me.dispatch_times(), [ms(200), ms(300)]);
+            }
+            None => stop_now(call, k, stop, &token),
+        }
+        assert_eq!(me.in_flight(), 0, "k={k}");
+        let now = clock.now_ms();
+        // The front call, if still in line, is served before the two that join now.
+        let spent = all_dispatches(&[&first, &second, &front, &me], 0);
+        let front_waits = front.attempts() == 0;
+        let tat = arrival_after(&spent);
+        let mut due = served_at(tat, now, usize::from(front_waits) + 2);
+        let c2_due = due.pop().expect("c2's time");
+        let c1_due = due.pop().expect("c1's time");
+        let c1 = routes.route("c1", [Step::status(200).body("c1")]);
+        let c2 = routes.route("c2", [Step::status(200).body("c2")]);
+        let one = spawn_timed(clock, {
+            let api = api.clone();
+            async move { api.r("c1").await }
+        });
+        let bounded = api.with_options(CallOptions::new().deadline(ms(c2_due - now + 1)));
+        let two = spawn_timed(clock, async move { bounded.r("c2").await });
+        let (r1, at1) = settled(one).await;
+        let (r2, at2) = settled(two).await;
+        assert_eq!(
+            (r1.map_err(|e| e.kind()), at1),
+            (Ok("c1".to_owned()), c1_due),
+            "k={k} {stop:?}: stopped at {now}, tokens spent at {spent:?}"
+        );
+        assert_eq!(
+            (r2.map_err(|e| e.kind()), at2),
+            (Ok("c2".to_owned()), c2_due),
+            "k={k} {stop:?}: stopped at {now}, tokens spent at {spent:?}"
+        );
+        assert_eq!((c1.attempts(), c2.attempts()), (1, 1));
+        let (r, _) = settled(ahead).await;
+        assert_eq!(r.expect("front"), "front");
+        assert_eq!(me.attempts(), sent, "k={k}: nothing is sent after the stop");
+        routes.assert_idle(&format!("k={k} {stop:?}"));
+        done
+    })
+    .await;
+}
