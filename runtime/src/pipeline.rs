@@ -743,7 +743,6 @@ impl Call<'_> {
             let replayable = stream_body.is_none();
             // Made at the first retry: a call that succeeds at once never needs it.
             let mut backoff: Option<Box<BackoffIter>> = None;
-            let partition = &self.ep.partition;
             // Rounds: one attempt each, or one hedged group of attempts.
             let mut round: u32 = u32::from(failed.is_some());
             // The last round's failure, while a retry is on its way: the source of a
@@ -758,11 +757,6 @@ impl Call<'_> {
                     let result = match failed.take() {
                         Some(failure) => Err(failure),
                         None => {
-                            if round == 0
-                                && let Some(b) = &partition.budget
-                            {
-                                b.deposit(self.start);
-                            }
                             round += 1;
                             let first = self.attempts.load(Ordering::Relaxed) + 1;
                             match spec.policy.hedge {
@@ -831,9 +825,10 @@ impl Call<'_> {
     /// dispatch, then one timer at the deadline or the attempt's limit, whichever
     /// comes first (the deadline is seen before the work, the limit after it, as the
     /// loop's timer does), and the breaker's verdict once the slot is given back and
-    /// the attempt's span closed. The budget's deposit, which the loop makes before
-    /// its first round, comes once the slot is taken, so that a call that finds none
-    /// deposits once, in the loop.
+    /// the attempt's span closed. The budget's deposit comes once the request is
+    /// handed to the transport, as the loop's first attempt makes it: a call that
+    /// never sends one (it finds no slot and is then refused or dropped in the queue,
+    /// the breaker or a middleware stops it) deposits nothing.
     ///
     /// The steps run inside `call_span`, the call's, as the loop's rounds do; the
     /// timer is polled outside it, as the loop's is.
@@ -848,9 +843,6 @@ impl Call<'_> {
         let Some(permit) = partition.bulkhead.try_now() else {
             return First::NoSlot;
         };
-        if let Some(b) = &partition.budget {
-            b.deposit(self.start);
-        }
         let admission = match partition.breaker.admit(self.start) {
             Ok(a) => a,
             Err(r) => return First::Failed(Failure::fatal(circuit_open(r.until))),
@@ -860,6 +852,9 @@ impl Call<'_> {
             Ok(work) => work,
             Err(failure) => return First::Failed(failure),
         };
+        if let Some(b) = &partition.budget {
+            b.deposit(self.start);
+        }
         self.attempts.fetch_max(1, Ordering::Relaxed);
         let in_flight = crate::observe::metrics_impl::attempt(self.ep.spec.name, &partition.name);
         // Made inside the call's span: its parent.
@@ -1191,6 +1186,15 @@ impl Call<'_> {
             }
             if let Some(paid) = paid {
                 paid.dispatched();
+            }
+            // A call's first attempt sent (a hedged round's first branch, a shared
+            // execution's first attempt) earns the budget its deposit; one that never
+            // goes out (refused, or dropped while it waits) earns nothing, so that
+            // load shed before it reaches the upstream pays for no retries.
+            if resend == 0
+                && let Some(b) = &partition.budget
+            {
+                b.deposit(started);
             }
             if let Some(hold) = hold {
                 hold.sent();

@@ -576,3 +576,155 @@ async fn waiting_in_a_rate_limit_line_stops_anywhere() {
     })
     .await;
 }
+
+// ---------------------------------------------------------------------------------
+// The retry budget
+// ---------------------------------------------------------------------------------
+
+/// One slot and one queue place; one retry 20 ms after a 503 (`many`: five); 0.7 of
+/// a retry earned per call, no floor.
+#[resilient_api(
+    timeout(attempt = "40ms"),
+    retry(max = 1, backoff = fixed(delay = "20ms"), on = [503]),
+    breaker(failures = 100, reset = "1s"),
+    bulkhead(concurrency = 1, queue = 1)
+)]
+pub trait Budgeted {
+    #[get("/r")]
+    async fn r(&self, #[query] who: &str) -> Result<String, ApiError>;
+
+    #[get("/r")]
+    #[retry(max = 5)]
+    async fn many(&self, #[query] who: &str) -> Result<String, ApiError>;
+}
+
+/// Another call holds the only slot until t=10, so the call under test first waits in
+/// the queue; then 503 at t=15, its retry (paid for then) at t=35, 200. The budget
+/// earns 0.7 of a retry per call that sent its first attempt and loses one per retry
+/// sent. Stopped anywhere, the call has deposited only if its first attempt went out,
+/// and spent only if its retry did: a later call that keeps failing is retried exactly
+/// as many times as the holder's, the stopped call's and its own deposits less what
+/// was spent allow, then ends `BudgetExhausted`.
+///
+/// Found: a call stopped while it waited in the bulkhead's queue for its first
+/// attempt had deposited already (the retry loop deposited before that wait), so the
+/// later call was retried twice instead of once; so did every call the bulkhead
+/// turned away.
+#[tokio::test(start_paused = true)]
+async fn the_budget_counts_only_attempts_sent_when_stopped_anywhere() {
+    every_stop(200, 30, |k, stop| async move {
+        let routes = Routed::default();
+        let api: BudgetedClient = resilient_api::client::ClientBuilder::<BudgetedClient>::new()
+            .base_url("https://example.test")
+            .transport(routes.clone())
+            .jitter(Jitter::fixed(0.5))
+            .retry_budget(Some(resilient_api::retry::budget::BudgetConfig {
+                ttl: std::time::Duration::from_secs(10),
+                min_per_sec: 0,
+                retry_ratio: 0.7,
+            }))
+            .build()
+            .expect("builds");
+        let clock = Clock::start();
+        routes.route("hold", [Step::status(200).body("held").delay(ms(10))]);
+        // (`clock` times the holder.)
+        let me = routes.route(
+            "me",
+            [
+                Step::status(503).body("busy").delay(ms(5)),
+                Step::status(200).body("ok"),
+            ],
+        );
+        let holder = spawn_timed(clock, {
+            let api = api.clone();
+            async move { api.r("hold").await }
+        });
+        settle().await;
+        let token = CancellationToken::new();
+        let h = api.with_options(options(stop, &token));
+        let mut call = Box::pin(h.r("me"));
+        let finished = drive(&mut call, k).await;
+        let done = finished.is_some();
+        match finished {
+            Some(out) => {
+                assert_eq!(out.expect("the retry succeeds"), "ok");
+                assert_eq!(me.dispatch_times(), [ms(10), ms(35)]);
+            }
+            None => stop_now(call, k, stop, &token),
+        }
+        let sent = me.attempts();
+        assert_eq!(me.in_flight(), 0, "k={k}");
+        let (held, _) = settled(holder).await;
+        assert_eq!(held.expect("held"), "held");
+        // In units of 1/10 000 of a retry. Deposits: the holder's, the stopped call's
+        // if it sent its first attempt, and the next call's; spent: the stopped call's
+        // retry, if sent.
+        let units = 7_000 * (2 + usize::from(sent >= 1)) - 10_000 * usize::from(sent >= 2);
+        let retries = units / 10_000;
+        let next = routes.route("next", (0..6).map(|_| Step::status(503).body("busy")));
+        let e = api.many("next").await.expect_err("it keeps failing");
+        assert_eq!(
+            (e.kind(), next.attempts()),
+            (ErrorKind::BudgetExhausted, retries + 1),
+            "k={k} {stop:?}: {sent} sent"
+        );
+        assert_eq!(me.attempts(), sent, "k={k}: nothing is sent after the stop");
+        routes.assert_idle(&format!("k={k} {stop:?}"));
+        done
+    })
+    .await;
+}
+
+/// The calls a full bulkhead turns away never send anything, so they earn the budget
+/// nothing: with one call holding the slot and one in the queue, four more are
+/// refused; a later call that keeps failing is then retried as the three calls that
+/// were sent allow (0.7 each: two retries), not as seven would (four).
+///
+/// Found with the test above: every refused call had deposited before it asked the
+/// bulkhead for a slot, so load shed at the bulkhead paid for retries against the
+/// same upstream.
+#[tokio::test(start_paused = true)]
+async fn calls_the_bulkhead_turns_away_earn_the_budget_nothing() {
+    let routes = Routed::default();
+    let api: BudgetedClient = resilient_api::client::ClientBuilder::<BudgetedClient>::new()
+        .base_url("https://example.test")
+        .transport(routes.clone())
+        .jitter(Jitter::fixed(0.5))
+        .retry_budget(Some(resilient_api::retry::budget::BudgetConfig {
+            ttl: std::time::Duration::from_secs(10),
+            min_per_sec: 0,
+            retry_ratio: 0.7,
+        }))
+        .build()
+        .expect("builds");
+    let clock = Clock::start();
+    routes.route("hold", [Step::status(200).body("held").delay(ms(10))]);
+    let queued = routes.route("queued", [Step::status(200).body("queued")]);
+    let refused = routes.route("refused", []);
+    let holder = spawn_timed(clock, {
+        let api = api.clone();
+        async move { api.r("hold").await }
+    });
+    let waiter = spawn_timed(clock, {
+        let api = api.clone();
+        async move { api.r("queued").await }
+    });
+    settle().await;
+    assert_eq!(queued.attempts(), 0, "in the queue");
+    for _ in 0..4 {
+        let e = api
+            .r("refused")
+            .await
+            .expect_err("slot and place are taken");
+        assert_eq!(e.kind(), ErrorKind::BulkheadFull);
+    }
+    assert_eq!(refused.attempts(), 0);
+    let (held, at) = settled(holder).await;
+    assert_eq!((held.expect("held").as_str(), at), ("held", 10));
+    let (served, at) = settled(waiter).await;
+    assert_eq!((served.expect("queued").as_str(), at), ("queued", 10));
+    let next = routes.route("next", (0..6).map(|_| Step::status(503).body("busy")));
+    let e = api.many("next").await.expect_err("it keeps failing");
+    assert_eq!((e.kind(), next.attempts()), (ErrorKind::BudgetExhausted, 3));
+    routes.assert_idle("the end");
+}

@@ -2,8 +2,10 @@
 //!
 //! # When to use
 //! One budget is shared by every call to a partition (by default one per client,
-//! that is per upstream host; it is on by default). Each first attempt of a call
-//! [`deposit`](RetryBudget::deposit)s; each retry or hedge must
+//! that is per upstream host; it is on by default). Each call's first attempt, once
+//! sent, [`deposit`](RetryBudget::deposit)s (a call that never sends one, refused by a
+//! policy or dropped while it waits in a queue or for a token, deposits nothing: shed
+//! load earns no retries); each retry or hedge must
 //! [`withdraw`](RetryBudget::withdraw) first, and a refused withdrawal ends the call
 //! with `BudgetExhausted`, whose source is the call's last error. A retry is paid for
 //! when it is decided, before its backoff, and the client gives the payment back if
