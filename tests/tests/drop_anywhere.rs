@@ -728,3 +728,378 @@ async fn calls_the_bulkhead_turns_away_earn_the_budget_nothing() {
     assert_eq!((e.kind(), next.attempts()), (ErrorKind::BudgetExhausted, 3));
     routes.assert_idle("the end");
 }
+
+// ---------------------------------------------------------------------------------
+// Coalescing, hedging, a global bulkhead, a streamed body
+// ---------------------------------------------------------------------------------
+
+/// After a stop: a bulkhead of `slots` slots and `places` queue places is whole.
+/// `slots + places` new calls of 30 ms each (routes `s0`, `s1`, ...): exactly `slots`
+/// run at once and the rest wait, a call more is refused at once, and the waiters
+/// run in turn. `call` makes the call of a route.
+async fn assert_bulkhead_whole<F, Fut>(routes: &Routed, slots: usize, places: usize, call: F)
+where
+    F: Fn(String) -> Fut,
+    Fut: Future<Output = Result<String, ApiError>> + Send + 'static,
+{
+    let clock = Clock::start();
+    let n = slots + places;
+    let ts: Vec<_> = (0..n)
+        .map(|i| {
+            routes.route(
+                &format!("s{i}"),
+                [Step::status(200).body("s").delay(ms(30))],
+            )
+        })
+        .collect();
+    let calls: Vec<_> = (0..n)
+        .map(|i| spawn_timed(clock, call(format!("s{i}"))))
+        .collect();
+    settle().await;
+    let running: usize = ts.iter().map(ScriptedTransport::attempts).sum();
+    assert_eq!(running, slots, "exactly the slots run at once");
+    routes.route("over", []);
+    let e = call("over".to_owned())
+        .await
+        .expect_err("slots and places taken");
+    assert_eq!(e.kind(), ErrorKind::BulkheadFull, "{e}");
+    for (i, c) in calls.into_iter().enumerate() {
+        let (r, at) = settled(c).await;
+        assert_eq!(r.expect("served").as_str(), "s");
+        assert_eq!(at, 30 * (1 + (i / slots) as u64), "s{i} in its turn");
+    }
+}
+
+/// Two retries' worth: a 503, then a 200 in two chunks; one slot and two places.
+#[resilient_api(
+    timeout(attempt = "40ms"),
+    retry(max = 1, backoff = fixed(delay = "10ms"), on = [503]),
+    breaker(failures = 100, reset = "1s"),
+    bulkhead(concurrency = 1, queue = 2)
+)]
+pub trait Coalesced {
+    #[get("/r")]
+    #[coalesce]
+    async fn r(&self, #[query] who: &str) -> Result<String, ApiError>;
+}
+
+/// A shared execution: queued behind a call holding the only slot until t=10, a 503
+/// at t=15, its retry at t=25, a 200 whose body is whole at t=35. The call under test
+/// starts it; with `joined`, an identical call joins it at once and must get its
+/// answer at t=35 whatever happens to the first, from exactly two dispatches. Stopped
+/// anywhere: when it was the only caller, the shared request is aborted and nothing
+/// is sent later; either way the entry is gone (an identical call then dispatches
+/// afresh, exactly once), the bulkhead is whole and nothing is left open.
+async fn coalesced_stopped(joined: bool) {
+    every_stop(200, 30, |k, stop| async move {
+        let routes = Routed::default();
+        let api: CoalescedClient = client(&routes);
+        let clock = Clock::start();
+        routes.route("hold", [Step::status(200).body("held").delay(ms(10))]);
+        let me = routes.route(
+            "me",
+            [
+                Step::status(503).body("busy").delay(ms(5)),
+                Step::status(200).chunks([(ms(5), "o"), (ms(5), "k")]),
+            ],
+        );
+        let holder = spawn_timed(clock, {
+            let api = api.clone();
+            async move { api.r("hold").await }
+        });
+        settle().await;
+        let token = CancellationToken::new();
+        let h = api.with_options(options(stop, &token));
+        let mut call = Box::pin(h.r("me"));
+        // Polled once first, so that the other caller joins its execution.
+        let first = drive(&mut call, k.min(1)).await;
+        assert!(first.is_none(), "still queued");
+        let other = joined.then(|| {
+            spawn_timed(clock, {
+                let api = api.clone();
+                async move { api.r("me").await }
+            })
+        });
+        let finished = drive(&mut call, k.saturating_sub(1)).await;
+        let done = finished.is_some();
+        match finished {
+            Some(out) => assert_eq!(out.expect("the shared answer"), "ok"),
+            None => stop_now(call, k, stop, &token),
+        }
+        if let Some(other) = other {
+            let (r, at) = settled(other).await;
+            assert_eq!(
+                (r.expect("the other caller's answer").as_str(), at),
+                ("ok", 35),
+                "k={k} {stop:?}: the other caller is undisturbed"
+            );
+            assert_eq!(me.dispatch_times(), [ms(10), ms(25)]);
+        } else {
+            assert_eq!(
+                me.in_flight(),
+                0,
+                "k={k} {stop:?}: the shared request is aborted"
+            );
+            if done {
+                assert_eq!(me.dispatch_times(), [ms(10), ms(25)]);
+            }
+        }
+        let (held, _) = settled(holder).await;
+        assert_eq!(held.expect("held"), "held");
+        let sent = me.attempts();
+        tokio::time::sleep(ms(200)).await;
+        assert_eq!(me.attempts(), sent, "k={k} {stop:?}: nothing is sent later");
+        routes.assert_idle(&format!("k={k} {stop:?}"));
+        // The entry is gone: an identical call is a new execution.
+        let again = routes.route("me", [Step::status(200).body("again")]);
+        assert_eq!(api.r("me").await.expect("a fresh execution"), "again");
+        assert_eq!(again.attempts(), 1);
+        assert_bulkhead_whole(&routes, 1, 2, |who| {
+            let api = api.clone();
+            async move { api.r(&who).await }
+        })
+        .await;
+        routes.assert_idle(&format!("k={k} {stop:?}"));
+        done
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lone_coalesced_caller_stopped_anywhere_leaves_no_entry() {
+    coalesced_stopped(false).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_coalesced_caller_stopped_anywhere_leaves_the_other_undisturbed() {
+    coalesced_stopped(true).await;
+}
+
+/// A hedge after 10 ms, two branches at most; two slots, one place.
+#[resilient_api(
+    timeout(attempt = "60ms"),
+    retry(max = 1, backoff = fixed(delay = "10ms"), on = [503]),
+    breaker(failures = 100, reset = "1s"),
+    bulkhead(concurrency = 2, queue = 1)
+)]
+pub trait Hedged {
+    #[get("/r")]
+    #[hedge(delay = "10ms", max = 2)]
+    async fn r(&self, #[query] who: &str) -> Result<String, ApiError>;
+}
+
+/// The primary (sent at t=0) fails with a 503 at t=25; the hedge (sent at t=10) has
+/// its head at t=30 and its body whole at t=40, and wins. Stopped anywhere: both
+/// requests are aborted, nothing is sent later, the breaker counts the primary's 503
+/// only if it came (a round cut short records what had already failed, and a hedge
+/// that won counts nothing against it), the bulkhead is whole, and a follow-up works.
+#[tokio::test(start_paused = true)]
+async fn a_hedged_round_stopped_anywhere_leaves_nothing() {
+    every_stop(200, 35, |k, stop| async move {
+        let routes = Routed::default();
+        let api: HedgedClient = client(&routes);
+        let me = routes.route(
+            "me",
+            [
+                Step::status(503).body("busy").delay(ms(25)),
+                Step::status(200)
+                    .chunks([(ms(5), "o"), (ms(5), "k")])
+                    .delay(ms(20)),
+            ],
+        );
+        let token = CancellationToken::new();
+        let h = api.with_options(options(stop, &token));
+        let mut call = Box::pin(h.r("me"));
+        let finished = drive(&mut call, k).await;
+        let answered = me.attempts() - me.in_flight();
+        let done = finished.is_some();
+        match finished {
+            Some(out) => {
+                assert_eq!(out.expect("the hedge wins"), "ok");
+                assert_eq!(me.dispatch_times(), [ms(0), ms(10)]);
+            }
+            None => stop_now(call, k, stop, &token),
+        }
+        assert_eq!(
+            me.in_flight(),
+            0,
+            "k={k} {stop:?}: both branches are aborted"
+        );
+        assert_eq!(me.open_bodies(), 0, "k={k} {stop:?}");
+        let sent = me.attempts();
+        tokio::time::sleep(ms(200)).await;
+        assert_eq!(me.attempts(), sent, "k={k} {stop:?}: nothing is sent later");
+        let state = api.circuit_state();
+        let failures = u32::from(!done && answered >= 1);
+        assert_eq!(
+            (
+                state.phase,
+                state.consecutive_failures,
+                state.probes_in_flight
+            ),
+            (Phase::Closed, failures, 0),
+            "k={k} {stop:?}: {answered} answered"
+        );
+        assert_bulkhead_whole(&routes, 2, 1, |who| {
+            let api = api.clone();
+            async move { api.r(&who).await }
+        })
+        .await;
+        routes.assert_idle(&format!("k={k} {stop:?}"));
+        done
+    })
+    .await;
+}
+
+/// A streamed result, read to its end by the caller; one slot, one place; a total
+/// deadline that covers the read.
+#[resilient_api(
+    timeout(attempt = "30ms", total = "200ms"),
+    retry(max = 1, backoff = fixed(delay = "10ms"), on = [503]),
+    breaker(failures = 100, reset = "1s"),
+    bulkhead(concurrency = 1, queue = 1)
+)]
+pub trait Streamed {
+    #[get("/r")]
+    async fn r(&self, #[query] who: &str) -> Result<resilient_api::ResponseStream, ApiError>;
+
+    #[get("/r")]
+    async fn plain(&self, #[query] who: &str) -> Result<String, ApiError>;
+}
+
+/// A 503 at t=5, the retry at t=15 with its head at t=20 and three chunks 10 ms apart,
+/// read whole at t=50, the call and the read being one future. Stopped anywhere (in
+/// the call or in the read of its body, which the token covers too), the body is
+/// dropped and nothing is in flight, nothing is sent later, the bulkhead is whole.
+#[tokio::test(start_paused = true)]
+async fn a_streamed_body_stopped_anywhere_is_closed() {
+    every_stop(200, 40, |k, stop| async move {
+        let routes = Routed::default();
+        let api: StreamedClient = client(&routes);
+        let me = routes.route(
+            "me",
+            [
+                Step::status(503).body("busy").delay(ms(5)),
+                Step::status(200)
+                    .chunks([(ms(10), "a"), (ms(10), "b"), (ms(10), "c")])
+                    .delay(ms(5)),
+            ],
+        );
+        let token = CancellationToken::new();
+        let h = api.with_options(options(stop, &token));
+        let mut call = Box::pin(async move { h.r("me").await?.text().await });
+        let finished = drive(&mut call, k).await;
+        let done = finished.is_some();
+        match finished {
+            Some(out) => {
+                assert_eq!(out.expect("the whole body"), "abc");
+                assert_eq!(me.dispatch_times(), [ms(0), ms(15)]);
+            }
+            None => stop_now(call, k, stop, &token),
+        }
+        assert_eq!(me.in_flight(), 0, "k={k} {stop:?}");
+        assert_eq!(me.open_bodies(), 0, "k={k} {stop:?}: the body is closed");
+        let sent = me.attempts();
+        tokio::time::sleep(ms(300)).await;
+        assert_eq!(me.attempts(), sent, "k={k} {stop:?}: nothing is sent later");
+        assert_bulkhead_whole(&routes, 1, 1, |who| {
+            let api = api.clone();
+            async move { api.plain(&who).await }
+        })
+        .await;
+        routes.assert_idle(&format!("k={k} {stop:?}"));
+        done
+    })
+    .await;
+}
+
+/// Two slots per partition, none queued there; the engine's global bulkhead has one
+/// slot and one place.
+#[resilient_api(
+    timeout(attempt = "40ms"),
+    retry(max = 1, backoff = fixed(delay = "10ms"), on = [503]),
+    breaker(failures = 100, reset = "1s"),
+    bulkhead(concurrency = 2, queue = 0)
+)]
+pub trait Global {
+    #[get("/r")]
+    async fn r(&self, #[query] who: &str) -> Result<String, ApiError>;
+}
+
+/// A call on another client of the same engine holds the one global slot until t=10;
+/// the call under test waits in the global queue (holding its partition's slot), then
+/// a 503 at t=15, its retry at t=25, a 200. Stopped anywhere: the global slot and
+/// place are both back (one call runs, one waits, the next is refused with the global
+/// limit), and so is its partition slot.
+#[tokio::test(start_paused = true)]
+async fn waiting_for_the_global_bulkhead_stops_anywhere() {
+    every_stop(200, 25, |k, stop| async move {
+        let routes = Routed::default();
+        let engine =
+            resilient_api::Engine::new().global_bulkhead(resilient_api::bulkhead::BulkheadConfig {
+                concurrency: 1,
+                queue: 1,
+            });
+        let build = |host: &str| -> GlobalClient {
+            resilient_api::client::ClientBuilder::<GlobalClient>::new()
+                .base_url(host)
+                .transport(routes.clone())
+                .jitter(Jitter::fixed(0.5))
+                .engine(engine.clone())
+                .build()
+                .expect("builds")
+        };
+        let api = build("https://example.test");
+        let neighbour = build("https://other.test");
+        let clock = Clock::start();
+        routes.route("hold", [Step::status(200).body("held").delay(ms(10))]);
+        let me = routes.route(
+            "me",
+            [
+                Step::status(503).body("busy").delay(ms(5)),
+                Step::status(200).body("ok"),
+            ],
+        );
+        let holder = spawn_timed(clock, {
+            let neighbour = neighbour.clone();
+            async move { neighbour.r("hold").await }
+        });
+        settle().await;
+        let token = CancellationToken::new();
+        let h = api.with_options(options(stop, &token));
+        let mut call = Box::pin(h.r("me"));
+        let finished = drive(&mut call, k).await;
+        let done = finished.is_some();
+        match finished {
+            Some(out) => {
+                assert_eq!(out.expect("the retry succeeds"), "ok");
+                assert_eq!(me.dispatch_times(), [ms(10), ms(25)]);
+            }
+            None => stop_now(call, k, stop, &token),
+        }
+        assert_eq!(me.in_flight(), 0, "k={k} {stop:?}");
+        let (held, _) = settled(holder).await;
+        assert_eq!(held.expect("held"), "held");
+        let sent = me.attempts();
+        tokio::time::sleep(ms(200)).await;
+        assert_eq!(me.attempts(), sent, "k={k} {stop:?}: nothing is sent later");
+        // The global slot and place: one runs, one waits, one more is refused.
+        assert_bulkhead_whole(&routes, 1, 1, |who| {
+            let api = api.clone();
+            async move { api.r(&who).await }
+        })
+        .await;
+        // The partition's two slots: two calls at once while the neighbour holds
+        // nothing; with the global slot, the second waits in the global queue.
+        routes.route("p1", [Step::status(200).body("p").delay(ms(5))]);
+        routes.route("p2", [Step::status(200).body("p").delay(ms(5))]);
+        let (a, b) = tokio::join!(api.r("p1"), api.r("p2"));
+        assert_eq!(
+            (a.expect("p1"), b.expect("p2")),
+            ("p".to_owned(), "p".to_owned())
+        );
+        routes.assert_idle(&format!("k={k} {stop:?}"));
+        done
+    })
+    .await;
+}
