@@ -463,35 +463,92 @@ pub trait Limited {
     async fn r(&self, #[query] who: &str) -> Result<String, ApiError>;
 }
 
-/// The token bucket's own arithmetic (the theoretical arrival time, in ms since the
-/// client was built) after a token was taken at each of `taken`.
-fn arrival_after(taken: &[u64]) -> u64 {
-    let mut sorted = taken.to_vec();
-    sorted.sort_unstable();
-    sorted.into_iter().fold(0, |tat, at| tat.max(at) + 100)
+/// A token bucket's own arithmetic, in whole ms since the client was built: a token
+/// every `interval`, at most `burst` in the bucket.
+#[derive(Clone, Copy, Debug)]
+struct Bucket {
+    interval: u64,
+    burst: u64,
 }
 
-/// When each of `line` (in FIFO order, all in line at `now`) takes its token, with the
-/// bucket at `tat`: at once if it holds one, else when the next one comes (a burst
-/// of 2: `tat - 100`), each after the one before it.
-fn served_at(mut tat: u64, now: u64, line: usize) -> Vec<u64> {
-    let mut at = now;
-    (0..line)
-        .map(|_| {
-            at = at.max(tat.saturating_sub(100));
-            tat = tat.max(at) + 100;
-            at
-        })
-        .collect()
+impl Bucket {
+    /// The theoretical arrival time after a token was taken at each of `taken`.
+    fn arrival_after(self, taken: &[u64]) -> u64 {
+        let mut sorted = taken.to_vec();
+        sorted.sort_unstable();
+        sorted
+            .into_iter()
+            .fold(0, |tat, at| tat.max(at) + self.interval)
+    }
+
+    /// When each of `line` callers (in FIFO order, all in line at `now`) takes its
+    /// token, with the bucket at `tat`: at once if it holds one, else when the next
+    /// one comes, each after the one before it.
+    fn served_at(self, mut tat: u64, now: u64, line: usize) -> Vec<u64> {
+        let mut at = now;
+        (0..line)
+            .map(|_| {
+                at = at.max((tat + self.interval).saturating_sub(self.burst * self.interval));
+                tat = tat.max(at) + self.interval;
+                at
+            })
+            .collect()
+    }
 }
 
-/// Every dispatch of every route, in ms since `clock` started.
-fn all_dispatches(routes: &[&ScriptedTransport], since: u64) -> Vec<u64> {
+/// Every dispatch of every route, in ms since the routes were made.
+fn all_dispatches(routes: &[&ScriptedTransport]) -> Vec<u64> {
     routes
         .iter()
         .flat_map(|t| t.dispatch_times())
-        .map(|d| since + d.as_millis() as u64)
+        .map(|d| d.as_millis() as u64)
         .collect()
+}
+
+/// After a stop, at `clock`'s now: the bucket holds exactly what the tokens spent (one
+/// per dispatch of `spent`, nothing for an attempt never sent) leave it, and its line
+/// holds no ghost. Two calls join the line now behind `ahead` callers still in it:
+/// the first leaves at exactly the time the bucket's arithmetic gives, and the second
+/// too, with a deadline one tick after that time (a ghost ahead of it, or a token
+/// spent for nothing, would make it refused at once). `call` makes a call of a route
+/// with the given options.
+async fn assert_tokens_exact<F, Fut>(
+    routes: &Routed,
+    bucket: Bucket,
+    spent: &[&ScriptedTransport],
+    ahead: usize,
+    clock: Clock,
+    what: &str,
+    call: F,
+) where
+    F: Fn(String, CallOptions) -> Fut,
+    Fut: Future<Output = Result<String, ApiError>> + Send + 'static,
+{
+    let now = clock.now_ms();
+    let taken = all_dispatches(spent);
+    let tat = bucket.arrival_after(&taken);
+    let mut due = bucket.served_at(tat, now, ahead + 2);
+    let c2_due = due.pop().expect("c2's time");
+    let c1_due = due.pop().expect("c1's time");
+    let c1 = routes.route("c1", [Step::status(200).body("c1")]);
+    let c2 = routes.route("c2", [Step::status(200).body("c2")]);
+    let one = spawn_timed(clock, call("c1".to_owned(), CallOptions::new()));
+    let bounded = CallOptions::new().deadline(ms(c2_due - now + 1));
+    let two = spawn_timed(clock, call("c2".to_owned(), bounded));
+    let (r1, at1) = settled(one).await;
+    let (r2, at2) = settled(two).await;
+    let context = format!("{what}: at {now}, tokens spent at {taken:?}");
+    assert_eq!(
+        (r1.map_err(|e| e.kind()), at1),
+        (Ok("c1".to_owned()), c1_due),
+        "{context}"
+    );
+    assert_eq!(
+        (r2.map_err(|e| e.kind()), at2),
+        (Ok("c2".to_owned()), c2_due),
+        "{context}"
+    );
+    assert_eq!((c1.attempts(), c2.attempts()), (1, 1));
 }
 
 /// At t=0 one call takes the first token and another the second; `front` then waits
@@ -539,35 +596,23 @@ async fn waiting_in_a_rate_limit_line_stops_anywhere() {
             None => stop_now(call, k, stop, &token),
         }
         assert_eq!(me.in_flight(), 0, "k={k}");
-        let now = clock.now_ms();
         // The front call, if still in line, is served before the two that join now.
-        let spent = all_dispatches(&[&first, &second, &front, &me], 0);
-        let front_waits = front.attempts() == 0;
-        let tat = arrival_after(&spent);
-        let mut due = served_at(tat, now, usize::from(front_waits) + 2);
-        let c2_due = due.pop().expect("c2's time");
-        let c1_due = due.pop().expect("c1's time");
-        let c1 = routes.route("c1", [Step::status(200).body("c1")]);
-        let c2 = routes.route("c2", [Step::status(200).body("c2")]);
-        let one = spawn_timed(clock, {
-            let api = api.clone();
-            async move { api.r("c1").await }
-        });
-        let bounded = api.with_options(CallOptions::new().deadline(ms(c2_due - now + 1)));
-        let two = spawn_timed(clock, async move { bounded.r("c2").await });
-        let (r1, at1) = settled(one).await;
-        let (r2, at2) = settled(two).await;
-        assert_eq!(
-            (r1.map_err(|e| e.kind()), at1),
-            (Ok("c1".to_owned()), c1_due),
-            "k={k} {stop:?}: stopped at {now}, tokens spent at {spent:?}"
-        );
-        assert_eq!(
-            (r2.map_err(|e| e.kind()), at2),
-            (Ok("c2".to_owned()), c2_due),
-            "k={k} {stop:?}: stopped at {now}, tokens spent at {spent:?}"
-        );
-        assert_eq!((c1.attempts(), c2.attempts()), (1, 1));
+        assert_tokens_exact(
+            &routes,
+            Bucket {
+                interval: 100,
+                burst: 2,
+            },
+            &[&first, &second, &front, &me],
+            usize::from(front.attempts() == 0),
+            clock,
+            &format!("k={k} {stop:?}"),
+            |who, options| {
+                let h = api.with_options(options);
+                async move { h.r(&who).await }
+            },
+        )
+        .await;
         let (r, _) = settled(ahead).await;
         assert_eq!(r.expect("front"), "front");
         assert_eq!(me.attempts(), sent, "k={k}: nothing is sent after the stop");
@@ -1102,4 +1147,89 @@ async fn waiting_for_the_global_bulkhead_stops_anywhere() {
         done
     })
     .await;
+}
+
+/// A hedge after 10 ms; one token every 50 ms, a burst of one; one retry.
+#[resilient_api(
+    timeout(attempt = "60ms"),
+    retry(max = 1, backoff = fixed(delay = "10ms"), on = [503]),
+    breaker(failures = 100, reset = "1s"),
+    rate_limit(per_second = 20, burst = 1)
+)]
+pub trait HedgedLimited {
+    #[get("/r")]
+    #[hedge(delay = "10ms", max = 2)]
+    async fn r(&self, #[query] who: &str) -> Result<String, ApiError>;
+
+    #[get("/r")]
+    async fn plain(&self, #[query] who: &str) -> Result<String, ApiError>;
+}
+
+/// The primary takes the only token at t=0; the hedge, launched at t=10, waits in
+/// the rate limit's line for the token of t=50. The primary fails with a 503 at t=25.
+/// With `asks_to_wait` it says `retry-after-ms: 60`: the hedge still in line is
+/// withdrawn at once (it must not leave before the server's instant) and the retry
+/// takes the token of t=85; otherwise the hedge is sent at t=50 and wins. Stopped
+/// anywhere: no branch in flight, nothing sent later, and the bucket holds exactly
+/// what the dispatches spent (a branch withdrawn or stopped in line spent nothing).
+async fn hedge_in_a_rate_limit_line_stopped(asks_to_wait: bool) {
+    every_stop(400, 40, |k, stop| async move {
+        let routes = Routed::default();
+        let api: HedgedLimitedClient = client(&routes);
+        let clock = Clock::start();
+        let primary = if asks_to_wait {
+            Step::status(503)
+                .header("retry-after-ms", "60")
+                .body("busy")
+                .delay(ms(25))
+        } else {
+            Step::status(503).body("busy").delay(ms(25))
+        };
+        let me = routes.route("me", [primary, Step::status(200).body("ok")]);
+        let token = CancellationToken::new();
+        let h = api.with_options(options(stop, &token));
+        let mut call = Box::pin(h.r("me"));
+        let finished = drive(&mut call, k).await;
+        let done = finished.is_some();
+        match finished {
+            Some(out) => {
+                assert_eq!(out.expect("the second request succeeds"), "ok");
+                let second = if asks_to_wait { 85 } else { 50 };
+                assert_eq!(me.dispatch_times(), [ms(0), ms(second)]);
+            }
+            None => stop_now(call, k, stop, &token),
+        }
+        assert_eq!(me.in_flight(), 0, "k={k} {stop:?}");
+        let sent = me.attempts();
+        assert_tokens_exact(
+            &routes,
+            Bucket {
+                interval: 50,
+                burst: 1,
+            },
+            &[&me],
+            0,
+            clock,
+            &format!("k={k} {stop:?}"),
+            |who, options| {
+                let h = api.with_options(options);
+                async move { h.plain(&who).await }
+            },
+        )
+        .await;
+        assert_eq!(me.attempts(), sent, "k={k} {stop:?}: nothing is sent later");
+        routes.assert_idle(&format!("k={k} {stop:?}"));
+        done
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hedge_stopped_in_a_rate_limit_line_spends_nothing() {
+    hedge_in_a_rate_limit_line_stopped(false).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hedge_withdrawn_from_a_rate_limit_line_spends_nothing() {
+    hedge_in_a_rate_limit_line_stopped(true).await;
 }
