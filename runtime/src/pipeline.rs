@@ -1187,15 +1187,6 @@ impl Call<'_> {
             if let Some(paid) = paid {
                 paid.dispatched();
             }
-            // A call's first attempt sent (a hedged round's first branch, a shared
-            // execution's first attempt) earns the budget its deposit; one that never
-            // goes out (refused, or dropped while it waits) earns nothing, so that
-            // load shed before it reaches the upstream pays for no retries.
-            if resend == 0
-                && let Some(b) = &partition.budget
-            {
-                b.deposit(started);
-            }
             if let Some(hold) = hold {
                 hold.sent();
                 // Until its verdict reaches the round: a sibling the breaker refuses
@@ -1205,7 +1196,16 @@ impl Call<'_> {
                 }
             }
             // Only a dispatched attempt counts as one.
-            self.attempts.fetch_max(resend + 1, Ordering::Relaxed);
+            let sent_before = self.attempts.fetch_max(resend + 1, Ordering::Relaxed);
+            // The call's first attempt sent (for a shared execution, its first) earns
+            // the budget its deposit; a call that never sends one (refused, or dropped
+            // while it waits) earns nothing, so that load shed before it reaches the
+            // upstream pays for no retries.
+            if sent_before == 0
+                && let Some(b) = &partition.budget
+            {
+                b.deposit(started);
+            }
             // In flight until this attempt ends, however it ends (a drop included).
             let in_flight =
                 crate::observe::metrics_impl::attempt(self.ep.spec.name, &partition.name);

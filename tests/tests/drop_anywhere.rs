@@ -1233,3 +1233,235 @@ async fn a_hedge_stopped_in_a_rate_limit_line_spends_nothing() {
 async fn a_hedge_withdrawn_from_a_rate_limit_line_spends_nothing() {
     hedge_in_a_rate_limit_line_stopped(true).await;
 }
+
+// ---------------------------------------------------------------------------------
+// Every policy at once, random scripts
+// ---------------------------------------------------------------------------------
+
+/// Every policy at once: retries on 429 and 503 with an exponential backoff, a breaker
+/// that two failures trip for 40 ms, two slots and two queue places, a rate limit of
+/// one token every 20 ms with a burst of three, attempt and total timeouts; plain,
+/// hedged, coalesced and streamed methods on one partition.
+#[resilient_api(
+    timeout(attempt = "30ms", total = "300ms"),
+    retry(max = 3, backoff = exponential(base = "5ms"), on = [429, 503]),
+    breaker(failures = 2, reset = "40ms", probes = 1),
+    bulkhead(concurrency = 2, queue = 2),
+    rate_limit(per_second = 50, burst = 3)
+)]
+pub trait Everything {
+    #[get("/r")]
+    async fn plain(&self, #[query] who: &str) -> Result<String, ApiError>;
+
+    #[get("/r")]
+    #[hedge(delay = "10ms", max = 2)]
+    async fn hedged(&self, #[query] who: &str) -> Result<String, ApiError>;
+
+    #[get("/r")]
+    #[coalesce]
+    async fn shared(&self, #[query] who: &str) -> Result<String, ApiError>;
+
+    #[get("/r")]
+    async fn streamed(&self, #[query] who: &str)
+    -> Result<resilient_api::ResponseStream, ApiError>;
+}
+
+/// One scripted answer.
+#[derive(Clone, Debug)]
+enum Answer {
+    Ok(u64),
+    Chunked(u64, u64),
+    Status(u16, u64),
+    RetryAfterMs(u64, u64),
+    Reset,
+    ConnectError,
+    Hang,
+    Cut,
+    /// A 302 back to the same route, after `.0` ms.
+    Redirect(u64),
+}
+
+impl Answer {
+    fn step(&self) -> Step {
+        match *self {
+            Answer::Ok(d) => Step::status(200).body("ok").delay(ms(d)),
+            Answer::Chunked(d, gap) => Step::status(200)
+                .chunks([(ms(gap), "o"), (ms(gap), "k")])
+                .delay(ms(d)),
+            Answer::Status(s, d) => Step::status(s).body("no").delay(ms(d)),
+            Answer::RetryAfterMs(wait, d) => Step::status(503)
+                .header("retry-after-ms", &wait.to_string())
+                .body("wait")
+                .delay(ms(d)),
+            Answer::Reset => Step::reset(),
+            Answer::ConnectError => Step::connect_error(),
+            Answer::Hang => Step::hang(),
+            Answer::Cut => Step::status(200).chunks([(ms(3), "o")]).cut_after(ms(5)),
+            Answer::Redirect(d) => Step::status(302)
+                .header("location", "/r?who=me")
+                .delay(ms(d)),
+        }
+    }
+}
+
+fn answer() -> impl proptest::strategy::Strategy<Value = Answer> {
+    use proptest::prelude::*;
+    prop_oneof![
+        (0..25u64).prop_map(Answer::Ok),
+        (0..15u64, 0..10u64).prop_map(|(d, g)| Answer::Chunked(d, g)),
+        (
+            prop_oneof![Just(429u16), Just(503), Just(500), Just(404)],
+            0..25u64
+        )
+            .prop_map(|(s, d)| Answer::Status(s, d)),
+        (prop_oneof![Just(0u64), Just(15)], 0..10u64).prop_map(|(w, d)| Answer::RetryAfterMs(w, d)),
+        Just(Answer::Reset),
+        Just(Answer::ConnectError),
+        Just(Answer::Hang),
+        Just(Answer::Cut),
+        (0..10u64).prop_map(Answer::Redirect),
+    ]
+}
+
+/// Which method the call under test uses.
+#[derive(Clone, Copy, Debug)]
+enum Method {
+    Plain,
+    Hedged,
+    Shared,
+    Streamed,
+}
+
+/// The call under test, of `method`, on `h`, as one future (a streamed body read to
+/// its end).
+fn call_of(
+    h: EverythingClient,
+    method: Method,
+) -> Pin<Box<dyn Future<Output = Result<String, ApiError>> + Send>> {
+    match method {
+        Method::Plain => Box::pin(async move { h.plain("me").await }),
+        Method::Hedged => Box::pin(async move { h.hedged("me").await }),
+        Method::Shared => Box::pin(async move { h.shared("me").await }),
+        Method::Streamed => Box::pin(async move { h.streamed("me").await?.text().await }),
+    }
+}
+
+/// One random case: `holders` calls of 20 ms start first, then the call under test
+/// answered by `script` (then 200s), stopped after `k` polls as `stop` says. After
+/// it: nothing of it in flight or open, nothing sent later; if the breaker is closed
+/// and nothing else runs, the bucket holds exactly what the dispatches spent; no
+/// probe slot is held; once healed, the bulkhead is whole and a call succeeds.
+async fn everything_case(
+    method: Method,
+    script: Vec<Answer>,
+    holders: usize,
+    joined: bool,
+    k: usize,
+    stop: Stop,
+) {
+    let routes = Routed::default();
+    let api: EverythingClient = client(&routes);
+    let clock = Clock::start();
+    let mut steps: Vec<Step> = script.iter().map(Answer::step).collect();
+    steps.extend((0..8).map(|_| Step::status(200).body("ok")));
+    let me = routes.route("me", steps);
+    let held: Vec<_> = (0..holders)
+        .map(|i| {
+            let who = format!("hold{i}");
+            let t = routes.route(&who, [Step::status(200).body("held").delay(ms(20))]);
+            let api = api.clone();
+            (t, spawn_timed(clock, async move { api.plain(&who).await }))
+        })
+        .collect();
+    settle().await;
+    let token = CancellationToken::new();
+    let h = api.with_options(options(stop, &token));
+    let mut call = call_of(h, method);
+    // With `joined`, an identical call (of the same method) starts after the first
+    // poll and runs on its own task: coalesced, it joins the execution.
+    let mut other = None;
+    let mut finished = drive(&mut call, k.min(1)).await.is_some();
+    if joined && !finished {
+        other = Some(tokio::spawn(call_of(api.clone(), method)));
+    }
+    if !finished {
+        finished = drive(&mut call, k.saturating_sub(1)).await.is_some();
+    }
+    if !finished {
+        stop_now(call, k, stop, &token);
+    }
+    let what = format!("k={k} {stop:?} {method:?} {script:?} holders={holders} joined={joined}");
+    if let Some(other) = other {
+        // It ends on its own, whatever happened to the first.
+        let _ = settled(other).await;
+    }
+    assert_eq!(me.in_flight(), 0, "{what}: in flight after the stop");
+    assert_eq!(me.open_bodies(), 0, "{what}: a body open after the stop");
+    let state = api.circuit_state();
+    assert_eq!(state.probes_in_flight, 0, "{what}: a probe slot is held");
+    let others_idle = held.iter().all(|(t, _)| t.in_flight() == 0);
+    if state.phase == Phase::Closed && others_idle {
+        let mut spent: Vec<&ScriptedTransport> = vec![&me];
+        spent.extend(held.iter().map(|(t, _)| t));
+        assert_tokens_exact(
+            &routes,
+            Bucket {
+                interval: 20,
+                burst: 3,
+            },
+            &spent,
+            0,
+            clock,
+            &what,
+            |who, options| {
+                let h = api.with_options(options);
+                async move { h.plain(&who).await }
+            },
+        )
+        .await;
+    }
+    for (_, holder) in held {
+        let (r, _) = settled(holder).await;
+        assert_eq!(r.expect("a holder").as_str(), "held", "{what}");
+    }
+    let sent = me.attempts();
+    tokio::time::sleep(ms(300)).await;
+    assert_eq!(me.attempts(), sent, "{what}: sent after the stop");
+    if api.circuit_state().phase != Phase::Closed {
+        routes.route("heal", [Step::status(200).body("ok")]);
+        assert_eq!(api.plain("heal").await.expect("the probe heals it"), "ok");
+    }
+    assert_eq!(api.circuit_state().phase, Phase::Closed, "{what}");
+    // The bucket full again, so that only the bulkhead orders the calls below.
+    tokio::time::sleep(ms(100)).await;
+    assert_bulkhead_whole(&routes, 2, 2, |who| {
+        let api = api.clone();
+        async move { api.plain(&who).await }
+    })
+    .await;
+    routes.assert_idle(&what);
+}
+
+proptest::proptest! {
+    #![proptest_config(tests::proptest_config!(256, "drop_anywhere"))]
+
+    /// Random scripts, methods and stopping points against every policy at once.
+    #[test]
+    fn every_policy_at_once_stopped_anywhere(
+        method in proptest::prop_oneof![
+            proptest::strategy::Just(Method::Plain),
+            proptest::strategy::Just(Method::Hedged),
+            proptest::strategy::Just(Method::Shared),
+            proptest::strategy::Just(Method::Streamed),
+        ],
+        script in proptest::collection::vec(answer(), 1..5),
+        holders in 0..3usize,
+        joined in proptest::bool::ANY,
+        k in 0..160usize,
+        cancel in proptest::bool::ANY,
+    ) {
+        let stop = if cancel { Stop::Cancel } else { Stop::Drop };
+        tests::case_runtime(true)
+            .block_on(everything_case(method, script, holders, joined, k, stop));
+    }
+}
