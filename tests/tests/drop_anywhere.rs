@@ -865,6 +865,8 @@ async fn coalesced_stopped(joined: bool) {
                 async move { api.r("me").await }
             })
         });
+        // The other call joins before the first can be stopped.
+        settle().await;
         let finished = drive(&mut call, k.saturating_sub(1)).await;
         let done = finished.is_some();
         match finished {
@@ -1383,6 +1385,7 @@ async fn everything_case(
     let mut finished = drive(&mut call, k.min(1)).await.is_some();
     if joined && !finished {
         other = Some(tokio::spawn(call_of(api.clone(), method)));
+        settle().await;
     }
     if !finished {
         finished = drive(&mut call, k.saturating_sub(1)).await.is_some();
@@ -1464,4 +1467,108 @@ proptest::proptest! {
         tests::case_runtime(true)
             .block_on(everything_case(method, script, holders, joined, k, stop));
     }
+}
+
+// ---------------------------------------------------------------------------------
+// A shared execution as a half-open breaker's probe
+// ---------------------------------------------------------------------------------
+
+/// One failure trips the breaker for 50 ms; half-open, one probe; coalesced reads.
+#[resilient_api(
+    timeout(attempt = "40ms"),
+    retry(max = 1, backoff = fixed(delay = "10ms"), on = [503]),
+    breaker(failures = 1, reset = "50ms", probes = 1)
+)]
+pub trait SharedProbe {
+    #[get("/r")]
+    #[coalesce]
+    async fn r(&self, #[query] who: &str) -> Result<String, ApiError>;
+}
+
+/// The call under test starts a shared execution that is a half-open breaker's probe
+/// (a 200 at +10 whose body is whole at +20); with `joined`, an identical call joins
+/// it after its first poll (half-open with the slot taken, it may join, not probe).
+/// Stopped anywhere: alone, the probe is aborted and counts as nothing (still
+/// half-open in the same generation, no probe out); joined, the other caller still
+/// gets the probe's answer, which closes the breaker. Either way the next call works.
+async fn shared_probe_stopped(joined: bool) {
+    every_stop(200, 15, |k, stop| async move {
+        let routes = Routed::default();
+        let api: SharedProbeClient = client(&routes);
+        let clock = Clock::start();
+        routes.route("trip", [Step::status(503).body("down")]);
+        let e = api.r("trip").await.expect_err("tripped");
+        assert_eq!(e.kind(), ErrorKind::CircuitOpen);
+        tokio::time::sleep(ms(50)).await;
+        let half_open = api.circuit_state();
+        assert_eq!(half_open.phase, Phase::HalfOpen);
+        let me = routes.route(
+            "me",
+            [Step::status(200)
+                .chunks([(ms(5), "o"), (ms(5), "k")])
+                .delay(ms(10))],
+        );
+        let token = CancellationToken::new();
+        let h = api.with_options(options(stop, &token));
+        let mut call = Box::pin(h.r("me"));
+        let mut finished = drive(&mut call, k.min(1)).await;
+        let other = (joined && finished.is_none()).then(|| {
+            spawn_timed(clock, {
+                let api = api.clone();
+                async move { api.r("me").await }
+            })
+        });
+        // The other call joins before the first can be stopped.
+        settle().await;
+        if finished.is_none() {
+            finished = drive(&mut call, k.saturating_sub(1)).await;
+        }
+        let done = finished.is_some();
+        match finished {
+            Some(out) => assert_eq!(out.expect("the probe succeeds"), "ok"),
+            None => stop_now(call, k, stop, &token),
+        }
+        match other {
+            Some(other) => {
+                let (r, at) = settled(other).await;
+                assert_eq!(
+                    (r.expect("the probe's answer").as_str(), at),
+                    ("ok", 70),
+                    "k={k} {stop:?}"
+                );
+                assert_eq!(me.attempts(), 1, "k={k} {stop:?}: one probe for both");
+                assert_eq!(api.circuit_state().phase, Phase::Closed);
+            }
+            None if !done && k > 0 => {
+                let state = api.circuit_state();
+                assert_eq!(
+                    (state.phase, state.generation, state.probes_in_flight),
+                    (Phase::HalfOpen, half_open.generation, 0),
+                    "k={k} {stop:?}: a stopped probe counts as nothing"
+                );
+            }
+            None => {}
+        }
+        assert_eq!(me.in_flight(), 0, "k={k} {stop:?}");
+        assert_eq!(me.open_bodies(), 0, "k={k} {stop:?}");
+        let sent = me.attempts();
+        tokio::time::sleep(ms(200)).await;
+        assert_eq!(me.attempts(), sent, "k={k} {stop:?}: nothing is sent later");
+        routes.route("next", [Step::status(200).body("ok")]);
+        assert_eq!(api.r("next").await.expect("the next call"), "ok");
+        assert_eq!(api.circuit_state().phase, Phase::Closed);
+        routes.assert_idle(&format!("k={k} {stop:?}"));
+        done
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lone_shared_probe_stopped_anywhere_counts_as_nothing() {
+    shared_probe_stopped(false).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shared_probe_whose_first_caller_stops_still_answers_the_other() {
+    shared_probe_stopped(true).await;
 }
