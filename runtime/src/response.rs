@@ -233,6 +233,9 @@ impl<T> Response<T> {
 /// idle limit between chunks (which a chunk landing exactly on it beats), and by the
 /// call's cancellation tokens (which win a tie with the deadline, as everywhere in a
 /// call); dropping it aborts the transfer, and so does its first error or its end.
+/// Those limits are seen when the stream is read: the client runs no task of its own,
+/// so a stream that is held but not read keeps its connection open past a cancel or
+/// the deadline, until its next read (which then ends with that error) or its drop.
 ///
 /// ```
 /// use resilient_api::{Bytes, ErrorKind, ResponseStream};
