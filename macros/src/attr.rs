@@ -1157,7 +1157,13 @@ fn name_and_secret(cx: &Ctxt, attr: &Attribute, is_query: bool) -> (Option<LitSt
         match item {
             Expr::Lit(ExprLit {
                 lit: Lit::Str(s), ..
-            }) if i == 0 => name = Some(s.clone()),
+            }) if i == 0 => {
+                if crate::value::unsuffixed_str(cx, s) {
+                    name = Some(s.clone());
+                } else {
+                    ok = false;
+                }
+            }
             Expr::Path(p) if p.path == SECRET && !secret => secret = true,
             _ => {
                 cx.error_spanned_by(item, format!("expected {example}"));

@@ -34,8 +34,13 @@ pub fn wrong_kind(cx: &Ctxt, expr: &Expr, expected: &str) {
     );
 }
 
+/// A string literal. A suffix (`"3s"ms`) is refused, as on integers: the value would
+/// be read without it, and the suffix silently dropped.
 pub fn lit_str(cx: &Ctxt, expr: &Expr, expected: &str) -> Option<LitStr> {
     match expr {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(s), ..
+        }) if !unsuffixed_str(cx, s) => None,
         Expr::Lit(ExprLit {
             lit: Lit::Str(s), ..
         }) => Some(s.clone()),
@@ -58,6 +63,11 @@ fn unsuffixed(cx: &Ctxt, lit: &impl ToTokens, suffix: &str, what: &str) -> bool 
         format!("expected {what} without a suffix, found `{written}`"),
     );
     false
+}
+
+/// `true` if the string literal has no suffix; reports it otherwise.
+pub fn unsuffixed_str(cx: &Ctxt, s: &LitStr) -> bool {
+    unsuffixed(cx, s, s.suffix(), "a string")
 }
 
 pub fn int(cx: &Ctxt, level: Level, expr: &Expr) -> Option<Sp<u32>> {
