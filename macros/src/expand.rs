@@ -810,7 +810,23 @@ fn expand(api: &Api) -> TokenStream {
 fn fallback(api: &Api, err: &syn::Error) -> TokenStream {
     let ra = &api.krate;
     let pv = quote!(#ra::__private);
-    let user_trait = user_trait(api, false);
+    let mut user_trait = user_trait(api, false);
+    for item in &mut user_trait.items {
+        // `Self` in a result (refused in `valid.rs`) is unsized in the trait: with
+        // `Self: Sized` on the method, the signature stays well-formed, and that error
+        // stands alone.
+        if let TraitItem::Fn(method) = item
+            && let ReturnType::Type(_, ty) = &method.sig.output
+            && valid::self_in(ty.to_token_stream()).is_some()
+        {
+            method
+                .sig
+                .generics
+                .make_where_clause()
+                .predicates
+                .push(syn::parse_quote!(Self: ::core::marker::Sized));
+        }
+    }
     let client = &api.client;
     let client_struct = client_struct(
         api,

@@ -2,6 +2,7 @@
 //! reported at its token and checking goes on, so one build shows all of them.
 
 use proc_macro2::Span;
+use quote::ToTokens;
 use syn::GenericParam;
 use syn::ext::IdentExt;
 
@@ -452,6 +453,16 @@ pub fn header_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The span of the first `Self` in a type's tokens (`Self`, `&Self`, `Vec<Self>`,
+/// `Self::Id`, `<Self as T>::Id`), if any.
+pub fn self_in(tokens: proc_macro2::TokenStream) -> Option<Span> {
+    tokens.into_iter().find_map(|tt| match tt {
+        proc_macro2::TokenTree::Ident(i) if i == "Self" => Some(i.span()),
+        proc_macro2::TokenTree::Group(g) => self_in(g.stream()),
+        _ => None,
+    })
+}
+
 /// What in a result type borrows, if anything: a reference, a lifetime other than
 /// `'static`, or a `Cow` whose lifetime is left out (elided, so a method's). Other
 /// types with a lifetime left out cannot be seen from their name; the compiler
@@ -656,6 +667,20 @@ fn check_endpoint(cx: &Ctxt, api: &Api, e: &Endpoint) {
         );
     }
 
+    // `Self` in the trait is the implementor: the generated client, which is neither
+    // a value to send nor one to decode (and, unsized in the trait, no result at all).
+    let types = e.params.iter().map(|p| &p.ty).chain(&e.ret.ty);
+    for ty in types {
+        if let Some(span) = self_in(ty.to_token_stream()) {
+            cx.error_at(
+                span,
+                format!(
+                    "`Self` in an endpoint's signature is the generated client, `{}`, which is neither sent nor decoded: name the type itself",
+                    api.client
+                ),
+            );
+        }
+    }
     check_params(cx, e);
     if let Some(key) = &e.attrs.idempotency_key
         && let Some((fixed, _)) = api
