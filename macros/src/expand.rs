@@ -865,51 +865,80 @@ fn fallback(api: &Api, err: &syn::Error) -> TokenStream {
 }
 
 /// `impl Trait for Client` with bodies that never run, so that code calling the
-/// client does not add "no method named ..." to the real errors. Left out when the
-/// trait has parts a stub cannot mirror (generics, associated items, `-> impl Trait`
-/// on a method that is not `async`).
+/// client does not add "no method named ..." to the real errors. A generic trait's
+/// stub is generic as the trait is; an associated type or const (refused) gets a
+/// placeholder no code runs. Left out when the trait has parts a stub cannot mirror
+/// (an associated type with bounds or generics, a macro, `-> impl Trait` other than a
+/// future on a method that is not `async`).
 fn stub_impl(api: &Api, user_trait: &ItemTrait) -> TokenStream {
-    if !api.others.is_empty() || !user_trait.generics.params.is_empty() {
-        return TokenStream::new();
-    }
-    let mut methods = Vec::new();
+    let mut items = Vec::new();
     for item in &user_trait.items {
-        let TraitItem::Fn(method) = item else {
-            return TokenStream::new();
-        };
-        if method.default.is_some() {
-            continue;
+        match item {
+            TraitItem::Fn(method) => {
+                if method.default.is_some() {
+                    continue;
+                }
+                // rustc already refuses `const` on a trait method: not again on the stub.
+                let mut sig = method.sig.clone();
+                sig.constness = None;
+                let sig = &sig;
+                let returns_future = api
+                    .endpoints
+                    .iter()
+                    .any(|e| e.ident == sig.ident && e.sig.asyncness.is_some());
+                let body = if returns_future {
+                    quote!(async move { ::core::unreachable!() })
+                } else if let ReturnType::Type(_, ty) = &sig.output
+                    && let syn::Type::ImplTrait(bounds) = &**ty
+                {
+                    // `-> impl Future<Output = R> + Send` written out: a future that
+                    // never ends has every bound such a future is given.
+                    if !bounds.bounds.iter().any(is_future_bound) {
+                        return TokenStream::new();
+                    }
+                    quote!(::core::future::pending())
+                } else {
+                    quote!(::core::unreachable!())
+                };
+                items.push(quote! {
+                    #[allow(unused_variables)]
+                    #sig { #body }
+                });
+            }
+            TraitItem::Type(ty) if ty.default.is_none() => {
+                if !ty.bounds.is_empty() || !ty.generics.params.is_empty() {
+                    return TokenStream::new();
+                }
+                let ident = &ty.ident;
+                items.push(quote!(type #ident = ();));
+            }
+            TraitItem::Const(c) if c.default.is_none() => {
+                let (ident, ty) = (&c.ident, &c.ty);
+                // Associated consts of an impl are evaluated only where used.
+                items.push(quote! {
+                    const #ident: #ty = ::core::unreachable!();
+                });
+            }
+            TraitItem::Type(_) | TraitItem::Const(_) => {}
+            _ => return TokenStream::new(),
         }
-        // rustc already refuses `const` on a trait method: not again on the stub.
-        let mut sig = method.sig.clone();
-        sig.constness = None;
-        let sig = &sig;
-        let returns_future = api
-            .endpoints
-            .iter()
-            .any(|e| e.ident == sig.ident && e.sig.asyncness.is_some());
-        let body = if returns_future {
-            quote!(async move { ::core::unreachable!() })
-        } else if matches!(&sig.output, ReturnType::Type(_, ty) if matches!(**ty, syn::Type::ImplTrait(_)))
-        {
-            return TokenStream::new();
-        } else {
-            quote!(::core::unreachable!())
-        };
-        methods.push(quote! {
-            #[allow(unused_variables)]
-            #sig { #body }
-        });
     }
     let trait_ident = &api.item.ident;
     let client = &api.client;
+    let (impl_generics, ty_generics, where_clause) = user_trait.generics.split_for_impl();
     // An `unsafe trait` is refused already; a safe `impl` of it would add an error.
     let unsafety = &api.item.unsafety;
     quote! {
-        #unsafety impl #trait_ident for #client {
-            #(#methods)*
+        #unsafety impl #impl_generics #trait_ident #ty_generics for #client #where_clause {
+            #(#items)*
         }
     }
+}
+
+/// Whether a bound names `Future` (`impl Future<Output = R>`, `impl core::future::Future`).
+fn is_future_bound(bound: &syn::TypeParamBound) -> bool {
+    matches!(bound, syn::TypeParamBound::Trait(t)
+        if t.path.segments.last().is_some_and(|s| s.ident == "Future"))
 }
 
 #[cfg(test)]
