@@ -400,7 +400,15 @@ impl Endpoint {
                 }
             }
         }
-        let ret = Ret::from_syn(&method.sig.output, krate);
+        // `fn f(..) -> impl Future<Output = R>` is refused as not `async`; its result
+        // is still read as `R`, so that mistake is reported once.
+        let ret = match future_output(&method.sig) {
+            Some(output) => Ret::from_syn(
+                &ReturnType::Type(Default::default(), Box::new(output.clone())),
+                krate,
+            ),
+            None => Ret::from_syn(&method.sig.output, krate),
+        };
         let verb = attrs.verbs.first().map(|v| v.verb);
         let mut policy = Effective::merge(api, &method.sig.ident, verb, defaults, &attrs);
         // A caller-supplied `Idempotency-Key` header makes the call safe to repeat, as a
@@ -431,6 +439,32 @@ impl Endpoint {
             .flat_map(|p| &p.roles)
             .find(|r| matches!(r.kind, RoleKind::Body(attr::BodyKind::Stream)))
     }
+}
+
+/// `R` of a method that is not `async` but returns `impl Future<Output = R> + ...`.
+fn future_output(sig: &Signature) -> Option<&Type> {
+    if sig.asyncness.is_some() {
+        return None;
+    }
+    let ReturnType::Type(_, ty) = &sig.output else {
+        return None;
+    };
+    let Type::ImplTrait(it) = &**ty else {
+        return None;
+    };
+    it.bounds.iter().find_map(|b| {
+        let syn::TypeParamBound::Trait(t) = b else {
+            return None;
+        };
+        let seg = t.path.segments.last().filter(|s| s.ident == "Future")?;
+        let PathArguments::AngleBracketed(args) = &seg.arguments else {
+            return None;
+        };
+        args.args.iter().find_map(|a| match a {
+            GenericArgument::AssocType(at) if at.ident == "Output" => Some(&at.ty),
+            _ => None,
+        })
+    })
 }
 
 trait ReceiverExt {
