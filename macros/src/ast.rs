@@ -282,6 +282,7 @@ impl Api {
     /// attributes from `item` as they are read.
     pub fn from_syn(cx: &Ctxt, args: TokenStream, mut item: ItemTrait) -> Api {
         let attrs = attr::trait_attrs(cx, args);
+        attr::misplaced_on_trait(cx, &mut item.attrs);
         let krate = match &attrs.krate {
             Some(path) => quote!(#path),
             None => quote!(::resilient_api),
@@ -302,6 +303,19 @@ impl Api {
                 TraitItem::Fn(method) => {
                     let is_endpoint = method.default.is_none()
                         || method.attrs.iter().any(|a| attr::is_method_attr(a.path()));
+                    if !is_endpoint {
+                        let whose = format!(
+                            "a parameter of `{}`, which is a provided method and no endpoint (it has a body and no verb): only an endpoint's parameters take a role",
+                            method.sig.ident
+                        );
+                        for arg in &mut method.sig.inputs {
+                            let attrs = match arg {
+                                FnArg::Receiver(r) => &mut r.attrs,
+                                FnArg::Typed(pt) => &mut pt.attrs,
+                            };
+                            attr::misplaced_roles(cx, attrs, &whose);
+                        }
+                    }
                     if is_endpoint {
                         endpoints.push(Endpoint::from_syn(
                             cx,
@@ -362,6 +376,11 @@ impl Endpoint {
         for arg in &mut method.sig.inputs {
             match arg {
                 FnArg::Receiver(r) => {
+                    attr::misplaced_roles(
+                        cx,
+                        &mut r.attrs,
+                        "`self`: the receiver takes no role; mark a parameter after it",
+                    );
                     receiver = match (&r.kind, &r.mutability, r.ty_is_ref_self()) {
                         (syn::ReceiverKind::Reference(_, _, None), None, _) => Receiver::Ref,
                         (syn::ReceiverKind::Reference(_, _, Some(_)), _, _) => {

@@ -857,26 +857,20 @@ pub fn method_attrs(cx: &Ctxt, attrs: &[Attribute]) -> MethodAttrs {
         let span = path.span();
         let dup = |name: &str| duplicate_attr(cx, path, name);
         if let Some(verb) = Verb::from_path(path) {
+            let expected = format!(
+                "expected a path template: `#[{}(\"/users/{{id}}\")]`",
+                path_to_string(path)
+            );
             let template = match &attr.meta {
-                Meta::List(_) => match attr.parse_args::<Expr>() {
-                    Ok(expr) => lit_str(
+                Meta::List(list) => one_arg(cx, attr, list, &expected).and_then(|expr| {
+                    lit_str(
                         cx,
                         &expr,
                         "a path template string such as `\"/users/{id}\"`",
-                    ),
-                    Err(err) => {
-                        cx.syn_error(err);
-                        None
-                    }
-                },
+                    )
+                }),
                 _ => {
-                    cx.error_spanned_by(
-                        attr,
-                        format!(
-                            "expected a path template: `#[{}(\"/users/{{id}}\")]`",
-                            path_to_string(path)
-                        ),
-                    );
+                    cx.error_spanned_by(attr, expected);
                     None
                 }
             };
@@ -1004,13 +998,7 @@ pub fn method_attrs(cx: &Ctxt, attrs: &[Attribute]) -> MethodAttrs {
 /// The one string of `#[name("...")]` (or `#[name = "..."]`).
 fn single_string(cx: &Ctxt, attr: &Attribute, example: &str, expected: &str) -> Option<LitStr> {
     let expr = match &attr.meta {
-        Meta::List(_) => match attr.parse_args::<Expr>() {
-            Ok(expr) => expr,
-            Err(err) => {
-                cx.syn_error(err);
-                return None;
-            }
-        },
+        Meta::List(list) => one_arg(cx, attr, list, &format!("expected `{example}`"))?,
         Meta::NameValue(nv) => nv.value.clone(),
         Meta::Path(_) => {
             cx.error_spanned_by(attr, format!("expected `{example}`"));
@@ -1018,6 +1006,74 @@ fn single_string(cx: &Ctxt, attr: &Attribute, example: &str, expected: &str) -> 
         }
     };
     lit_str(cx, &expr, expected)
+}
+
+/// The one argument of `#[name(arg)]`. An empty list is reported as `expected` (not
+/// as syn's "unexpected end of input"), and an argument after the first at itself;
+/// the first is still read.
+fn one_arg(cx: &Ctxt, attr: &Attribute, list: &syn::MetaList, expected: &str) -> Option<Expr> {
+    let parser = syn::punctuated::Punctuated::<Expr, Token![,]>::parse_terminated;
+    let args = match list.parse_args_with(parser) {
+        Ok(args) => args,
+        Err(err) => {
+            cx.syn_error(err);
+            return None;
+        }
+    };
+    let mut args = args.into_iter();
+    let first = args.next();
+    if first.is_none() {
+        cx.error_spanned_by(attr, expected);
+    }
+    for extra in args {
+        cx.error_spanned_by(
+            &extra,
+            format!("`#[{}(...)]` takes one argument", path_to_string(attr.path())),
+        );
+    }
+    first
+}
+
+/// The role attributes a parameter of an endpoint takes.
+const ROLES: &[Symbol] = &[PATH, QUERY, HEADER, BODY];
+
+/// The attribute language's attributes written on the trait itself, after
+/// `#[resilient_api]` (rustc would say only "cannot find attribute"): each reported
+/// with where it belongs, and taken out of `attrs`.
+pub fn misplaced_on_trait(cx: &Ctxt, attrs: &mut Vec<Attribute>) {
+    attrs.retain(|attr| {
+        let path = attr.path();
+        let msg = if let Some(key) = POLICIES.iter().chain([&HEADERS]).find(|k| path == **k) {
+            format!(
+                "`#[{key}(...)]` on the trait goes inside its attribute: `#[resilient_api({key}(...))]`"
+            )
+        } else if let Some(key) = [BASE_URL, CLIENT].iter().find(|k| path == **k) {
+            format!(
+                "`#[{key}]` on the trait goes inside its attribute: `#[resilient_api({key} = \"...\")]`"
+            )
+        } else if let Some(key) = METHOD_ONLY.iter().find(|k| path == **k) {
+            format!("`#[{key}]` belongs on a method, not on the trait")
+        } else if let Some(key) = ROLES.iter().find(|k| path == **k) {
+            format!("`#[{key}]` belongs on a parameter of an endpoint, not on the trait")
+        } else {
+            return true;
+        };
+        cx.error_spanned_by(path, msg);
+        false
+    });
+}
+
+/// Role attributes where no role can be: on `self`, or on a parameter of a provided
+/// method (`whose`, such as "`self`"). Each reported, and taken out of `attrs`.
+pub fn misplaced_roles(cx: &Ctxt, attrs: &mut Vec<Attribute>, whose: &str) {
+    attrs.retain(|attr| {
+        let path = attr.path();
+        let Some(key) = ROLES.iter().find(|k| path == **k) else {
+            return true;
+        };
+        cx.error_spanned_by(path, format!("`#[{key}]` on {whose}"));
+        false
+    });
 }
 
 /// Take a parameter's role attributes out of `attrs`, leaving the others.
