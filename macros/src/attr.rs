@@ -985,6 +985,8 @@ pub fn method_attrs(cx: &Ctxt, attrs: &[Attribute]) -> MethodAttrs {
                 attr,
                 "`#[cfg]` on an endpoint is not supported: the client implements every method of the trait",
             );
+        } else if let Some(msg) = belongs_elsewhere(path, Place::Method) {
+            cx.error_spanned_by(path, msg);
         } else {
             // A `#[cfg_attr(...)]` (a doc line, a lint level) never removes the method,
             // and stays on it as other attributes that are not the macro's do; one that
@@ -1037,29 +1039,78 @@ fn one_arg(cx: &Ctxt, attr: &Attribute, list: &syn::MetaList, expected: &str) ->
 /// The role attributes a parameter of an endpoint takes.
 const ROLES: &[Symbol] = &[PATH, QUERY, HEADER, BODY];
 
-/// The attribute language's attributes written on the trait itself, after
-/// `#[resilient_api]` (rustc would say only "cannot find attribute"): each reported
-/// with where it belongs, and taken out of `attrs`.
-pub fn misplaced_on_trait(cx: &Ctxt, attrs: &mut Vec<Attribute>) {
-    attrs.retain(|attr| {
-        let path = attr.path();
-        let msg = if let Some(key) = POLICIES.iter().chain([&HEADERS]).find(|k| path == **k) {
-            format!(
+/// Where an attribute is written: the trait itself, a method, a parameter.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    Trait,
+    Method,
+    Param,
+}
+
+/// If `path` is the attribute language's but does not belong `here`, what to say:
+/// where it belongs (rustc alone would say only "cannot find attribute").
+fn belongs_elsewhere(path: &syn::Path, here: Place) -> Option<String> {
+    let find = |keys: &[Symbol]| keys.iter().copied().find(|k| path == *k);
+    if let Some(key) = find(POLICIES) {
+        match here {
+            Place::Method => None,
+            Place::Trait => Some(format!(
                 "`#[{key}(...)]` on the trait goes inside its attribute: `#[resilient_api({key}(...))]`"
-            )
-        } else if let Some(key) = [BASE_URL, CLIENT].iter().find(|k| path == **k) {
-            format!(
+            )),
+            Place::Param => Some(format!(
+                "`#[{key}(...)]` belongs on the method, not on a parameter"
+            )),
+        }
+    } else if let Some(key) = find(&[HEADERS]) {
+        Some(match here {
+            Place::Trait => format!(
+                "`#[{key}(...)]` on the trait goes inside its attribute: `#[resilient_api({key}(...))]`"
+            ),
+            _ => format!(
+                "`{key}` belongs in the trait's attribute: `#[resilient_api({key}(\"Name\" = \"value\"))]`"
+            ),
+        })
+    } else if let Some(key) = find(&[BASE_URL, CLIENT]) {
+        Some(match here {
+            Place::Trait => format!(
                 "`#[{key}]` on the trait goes inside its attribute: `#[resilient_api({key} = \"...\")]`"
-            )
-        } else if let Some(key) = METHOD_ONLY.iter().find(|k| path == **k) {
-            format!("`#[{key}]` belongs on a method, not on the trait")
-        } else if let Some(key) = ROLES.iter().find(|k| path == **k) {
-            format!("`#[{key}]` belongs on a parameter of an endpoint, not on the trait")
-        } else {
-            return true;
-        };
-        cx.error_spanned_by(path, msg);
-        false
+            ),
+            _ => format!(
+                "`{key}` belongs in the trait's attribute: `#[resilient_api({key} = \"...\")]`"
+            ),
+        })
+    } else if let Some(key) = find(METHOD_ONLY) {
+        match here {
+            Place::Method => None,
+            Place::Trait => Some(format!("`#[{key}]` belongs on a method, not on the trait")),
+            Place::Param => Some(format!(
+                "`#[{key}]` belongs on the method, not on a parameter"
+            )),
+        }
+    } else if let Some(key) = find(ROLES) {
+        match here {
+            Place::Param => None,
+            Place::Trait => Some(format!(
+                "`#[{key}]` belongs on a parameter of an endpoint, not on the trait"
+            )),
+            Place::Method => Some(format!(
+                "`#[{key}]` belongs on a parameter, not on the method: `#[{key}] name: Type`"
+            )),
+        }
+    } else {
+        None
+    }
+}
+
+/// The attribute language's attributes written on the trait itself, after
+/// `#[resilient_api]`: each reported with where it belongs, and taken out of `attrs`.
+pub fn misplaced_on_trait(cx: &Ctxt, attrs: &mut Vec<Attribute>) {
+    attrs.retain(|attr| match belongs_elsewhere(attr.path(), Place::Trait) {
+        Some(msg) => {
+            cx.error_spanned_by(attr.path(), msg);
+            false
+        }
+        None => true,
     });
 }
 
@@ -1154,6 +1205,10 @@ pub fn param_roles(cx: &Ctxt, attrs: &mut Vec<Attribute>) -> Vec<RoleAttr> {
                 );
             }
             Some(RoleKind::Body(kind))
+        } else if let Some(msg) = belongs_elsewhere(path, Place::Param) {
+            cx.error_spanned_by(path, msg);
+            // Taken out: not also "cannot find attribute".
+            return false;
         } else {
             if path == CFG {
                 cx.error_spanned_by(attr, "`#[cfg]` on a parameter is not supported");
