@@ -309,10 +309,15 @@ fn at_least_one(cx: &Ctxt, value: &Option<Sp<u32>>, key: &str) {
 }
 
 fn positive_duration(cx: &Ctxt, value: &Option<Sp<u64>>, key: &str) {
+    positive_duration_why(cx, value, key, "");
+}
+
+/// [`positive_duration`], the message ending with `why`.
+fn positive_duration_why(cx: &Ctxt, value: &Option<Sp<u64>>, key: &str, why: &str) {
     if let Some(v) = value
         && v.value == 0
     {
-        cx.error_at(v.span, format!("`{key}` must be longer than zero"));
+        cx.error_at(v.span, format!("`{key}` must be longer than zero{why}"));
     }
 }
 
@@ -320,6 +325,12 @@ fn check_breaker(cx: &Ctxt, b: &BreakerAttr) {
     at_least_one(cx, &b.failures, "failures");
     at_least_one(cx, &b.probes, "probes");
     at_least_one(cx, &b.min_calls, "min_calls");
+    positive_duration_why(
+        cx,
+        &b.reset,
+        "reset",
+        ": a breaker that closes as it opens never refuses a call",
+    );
     positive_duration(cx, &b.window, "window");
     positive_duration(cx, &b.slow_call, "slow_call");
     if let Some(rate) = &b.failure_rate
@@ -418,6 +429,12 @@ fn check_hedge(cx: &Ctxt, h: &HedgeAttr, span: Span) {
             "`hedge` needs a delay: `#[hedge(delay = \"50ms\", max = 2)]`",
         );
     }
+    positive_duration_why(
+        cx,
+        &h.delay,
+        "delay",
+        ": with none, every call would start all its attempts at once, which is not a hedge against a slow answer but a multiple of the load",
+    );
     if let Some(max) = &h.max
         && max.value < 2
     {
