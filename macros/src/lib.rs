@@ -130,7 +130,7 @@ use proc_macro::TokenStream;
 /// Every `{name}` has a parameter and every parameter a role; a path template holds no
 /// `.` or `..` segment and no `\`; every method has an attempt timeout (or says
 /// `"none"`); `attempt <= total`; caps at least their bases; counts and ratios in
-/// range; `retry(on = ...)` lists error statuses (`400..=599`); on a POST or PATCH that
+/// range; a breaker's `reset` and a hedge's `delay` longer than zero; `retry(on = ...)` lists error statuses (`400..=599`); on a POST or PATCH that
 /// is neither `#[idempotent]` nor keyed, a method-level `retry(on = ...)` or `#[hedge]`
 /// is an error (the request may already have run; trait-level retries apply there to
 /// never-sent failures only); a caller's `#[header("Idempotency-Key")]` that makes such
@@ -142,10 +142,18 @@ use proc_macro::TokenStream;
 /// `clone_into`, `into`, `try_into`, and `std`'s `borrow`, `borrow_mut`, `type_id`); a
 /// supertrait other than `Send`, `Sync`, `Unpin`, `Sized`, `Clone`, `Debug` or `Any`; a
 /// policy attribute on a method with a body and no verb (the attribute makes it an
-/// endpoint); unknown or repeated keys, literals of
-/// the wrong kind, methods that are not `async`, take `self` by value or are generic,
-/// and return types that are not `Result<T, ApiError>`. All mistakes are reported in
-/// one build.
+/// endpoint); an attribute on the wrong item (the trait's keys on a method, a role
+/// on `self` or on the method, a method's attribute on a parameter or on the trait
+/// itself), which says where it belongs; unknown or repeated keys, literals of
+/// the wrong kind (a string with a suffix, `"3s"ms`, included), methods that are not
+/// `async`, take `self` by value or are generic, `Self` in an endpoint's types (the
+/// client), and return types that are not `Result<T, ApiError>`. All mistakes are
+/// reported in one build.
+///
+/// On a mistake the attribute still emits the trait (our attributes taken out) and a
+/// client of the same name implementing it with bodies that never run, so the errors
+/// are the macro's alone: code that uses the client does not add "no method named" or
+/// "trait bound not satisfied" to them.
 ///
 /// # Equivalent code
 ///
