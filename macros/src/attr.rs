@@ -1218,8 +1218,12 @@ pub fn param_roles(cx: &Ctxt, attrs: &mut Vec<Attribute>) -> Vec<RoleAttr> {
                     "`#[cfg_attr]` on a parameter is not supported (it may add a `#[cfg]`): \
                      write out the attributes it adds",
                 );
+            } else {
+                return true;
             }
-            None
+            // Taken out: a parameter the `cfg` removed would make every call to the
+            // stub client's method a second error (wrong number of arguments).
+            return false;
         };
         match kind {
             Some(kind) => {

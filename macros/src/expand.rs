@@ -144,6 +144,10 @@ fn user_trait(api: &Api, with_docs: bool) -> ItemTrait {
         if method.sig.asyncness.is_some() {
             method.sig = future_sig(&method.sig);
         }
+        // A `const` or variadic endpoint is an error (reported in `valid.rs`); kept,
+        // rustc would repeat it, on the trait and again on the stub client's method.
+        method.sig.constness = None;
+        method.sig.variadic = None;
         // A default body on an endpoint is an error (reported in `valid.rs`); kept, it
         // would add "not a future" on the `-> impl Future` signature.
         if method.default.take().is_some() {
@@ -878,10 +882,7 @@ fn stub_impl(api: &Api, user_trait: &ItemTrait) -> TokenStream {
                 if method.default.is_some() {
                     continue;
                 }
-                // rustc already refuses `const` on a trait method: not again on the stub.
-                let mut sig = method.sig.clone();
-                sig.constness = None;
-                let sig = &sig;
+                        let sig = &method.sig;
                 let returns_future = api
                     .endpoints
                     .iter()
