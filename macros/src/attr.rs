@@ -731,13 +731,14 @@ fn headers_value(
     Ok(())
 }
 
-/// A string literal parsed as `T` (an identifier, a path).
-fn parsed_str<T: Parse>(cx: &Ctxt, expr: &Expr, what: &str) -> Option<T> {
-    let s = lit_str(cx, expr, &format!("{what} string"))?;
+/// A string literal parsed as `T` (an identifier, a path): `what` is the noun ("a type
+/// name"), `example` a value such as `"PaymentsClient"`.
+fn parsed_str<T: Parse>(cx: &Ctxt, expr: &Expr, what: &str, example: &str) -> Option<T> {
+    let s = lit_str(cx, expr, &format!("{what} string such as `{example}`"))?;
     match s.parse::<T>() {
         Ok(value) => Some(value),
         Err(_) => {
-            cx.error_spanned_by(&s, format!("expected {what}"));
+            cx.error_spanned_by(&s, format!("expected {what} such as `{example}`"));
             None
         }
     }
@@ -767,12 +768,12 @@ pub fn trait_attrs(cx: &Ctxt, args: TokenStream) -> TraitAttrs {
         } else if path == CLIENT {
             let example = "client = \"PaymentsClient\"";
             list.set(&meta, &mut attrs.client, example, |cx, _, e| {
-                parsed_str(cx, e, "a type name such as `\"PaymentsClient\"`")
+                parsed_str(cx, e, "a type name", "\"PaymentsClient\"")
             })?;
         } else if path == CRATE {
             let example = "crate = \"::resilient_api\"";
             list.set(&meta, &mut attrs.krate, example, |cx, _, e| {
-                parsed_str(cx, e, "a path such as `\"::resilient_api\"`")
+                parsed_str(cx, e, "a path", "\"::resilient_api\"")
             })?;
         } else if path == TIMEOUT {
             let first = list.first(path);
