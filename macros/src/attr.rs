@@ -1031,7 +1031,10 @@ fn one_arg(cx: &Ctxt, attr: &Attribute, list: &syn::MetaList, expected: &str) ->
     for extra in args {
         cx.error_spanned_by(
             &extra,
-            format!("`#[{}(...)]` takes one argument", path_to_string(attr.path())),
+            format!(
+                "`#[{}(...)]` takes one argument",
+                path_to_string(attr.path())
+            ),
         );
     }
     first

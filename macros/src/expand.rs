@@ -882,7 +882,7 @@ fn stub_impl(api: &Api, user_trait: &ItemTrait) -> TokenStream {
                 if method.default.is_some() {
                     continue;
                 }
-                        let sig = &method.sig;
+                let sig = &method.sig;
                 let returns_future = api
                     .endpoints
                     .iter()
