@@ -389,15 +389,38 @@ impl<'c> List<'c> {
 
     fn unknown(&self, meta: &ParseNestedMeta<'_>, keys: &[Symbol]) -> syn::Result<()> {
         let key = path_to_string(&meta.path);
-        let msg = format!(
+        let mut msg = format!(
             "unknown key `{key}` in `{}`, expected {}",
             self.name,
             one_of(keys)
         );
+        // A key of another policy, written in the wrong list: say whose it is.
+        // (Not among `keys`, so any list that has it is another.)
+        let owners: Vec<String> = KEY_OWNERS
+            .iter()
+            .filter(|(_, owned)| owned.iter().any(|k| k.0 == key))
+            .map(|(owner, _)| format!("`{owner}(...)`"))
+            .collect();
+        if !owners.is_empty() {
+            msg.push_str(&format!("; `{key}` belongs in {}", owners.join(" or ")));
+        }
         self.cx.error_spanned_by(&meta.path, msg);
         skip_value(meta)
     }
 }
+
+/// The policies (and backoffs) and the keys each takes, for "`failures` belongs in
+/// `breaker(...)`".
+const KEY_OWNERS: &[(&str, &[Symbol])] = &[
+    ("timeout", TIMEOUT_KEYS),
+    ("retry", RETRY_KEYS),
+    ("backoff = fixed", &[DELAY]),
+    ("backoff = exponential", &[BASE, FACTOR, CAP]),
+    ("breaker", BREAKER_KEYS),
+    ("bulkhead", BULKHEAD_KEYS),
+    ("rate_limit", RATE_LIMIT_KEYS),
+    ("hedge", HEDGE_KEYS),
+];
 
 /// Skip the value of a key we could not use, so parsing can go on after it.
 fn skip_value(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
@@ -812,6 +835,15 @@ pub fn trait_attrs(cx: &Ctxt, args: TokenStream) -> TraitAttrs {
             );
             skip_value(&meta)?;
         } else {
+            if path == ATTEMPT {
+                // `attempt = "3s"` meant inside `timeout(...)`: reported as unknown, and
+                // not again as every method's missing attempt timeout.
+                let timeout = policy.timeout.get_or_insert_with(|| Group {
+                    attr: TimeoutAttr::default(),
+                    span,
+                });
+                timeout.attr.attempt_written = true;
+            }
             list.unknown(&meta, TRAIT_KEYS)?;
         }
         Ok(())
