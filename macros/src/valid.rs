@@ -757,12 +757,23 @@ fn check_params(cx: &Ctxt, e: &Endpoint) {
             // one is unknown. A template with other problems (a name written twice, no
             // leading `/`) still names what it names.
             None if template.is_none_or(|t| !t.names_complete) => {}
-            None => cx.error_spanned_by(
-                &p.pat,
-                format!(
-                    "parameter `{name}` has no role: name it in the path as `{{{name}}}`, or mark it `#[query]`, `#[header(\"Name\")]` or `#[body]`"
-                ),
-            ),
+            None => {
+                // `/users/:id` or `/users/<id>`, as other routers write parameters.
+                let other_style = template.and_then(|t| {
+                    [format!(":{name}"), format!("<{name}>")]
+                        .into_iter()
+                        .find(|s| t.value.split('/').any(|seg| seg == s))
+                });
+                let hint = other_style.map_or_else(String::new, |s| {
+                    format!(" (`{s}` in the path template is text: write `{{{name}}}`)")
+                });
+                cx.error_spanned_by(
+                    &p.pat,
+                    format!(
+                        "parameter `{name}` has no role: name it in the path as `{{{name}}}`, or mark it `#[query]`, `#[header(\"Name\")]` or `#[body]`{hint}"
+                    ),
+                );
+            }
             Some(role) => match &role.kind {
                 RoleKind::Path if !p.in_path => {
                     if let Some(t) = template.filter(|t| t.names_complete) {
@@ -784,7 +795,9 @@ fn check_params(cx: &Ctxt, e: &Endpoint) {
                 RoleKind::Header { name: None, .. } if role.malformed => {}
                 RoleKind::Header { name: None, .. } => cx.error_at(
                     role.span,
-                    format!("`#[header]` needs the header's name: `#[header(\"X-Name\")] {name}: ...`"),
+                    format!(
+                        "`#[header]` needs the header's name: `#[header(\"X-Name\")] {name}: ...`"
+                    ),
                 ),
                 RoleKind::Header {
                     name: Some(header), ..
