@@ -141,6 +141,13 @@ fn user_trait(api: &Api, with_docs: bool) -> ItemTrait {
                 method.attrs.push(syn::parse_quote!(#[doc = #line]));
             }
         }
+        // `-> !` is no `Result` (reported in `valid.rs`); as a future's `Output` it
+        // would be rustc's "the `!` type is experimental" too.
+        if let ReturnType::Type(_, ty) = &method.sig.output
+            && matches!(**ty, syn::Type::Never(_))
+        {
+            method.sig.output = ReturnType::Default;
+        }
         if method.sig.asyncness.is_some() {
             method.sig = future_sig(&method.sig);
         }
